@@ -1,0 +1,129 @@
+// The public C++ API of ranktime: the one header a user includes.
+// Collectives are asynchronous: each call queues a request and returns a Handle at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ranktime {
+
+// Element types. The numeric values travel on the wire: append, never reorder.
+enum class DataType : uint8_t {
+  kUInt8 = 0,
+  kInt8 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kFloat16 = 4,
+  kBFloat16 = 5,
+  kFloat32 = 6,
+  kFloat64 = 7,
+};
+inline constexpr int kNumDataTypes = 8;
+
+// Reductions. Average on integer types is the sum divided by size(), truncated toward zero.
+enum class ReduceOp : uint8_t { kSum = 0, kAverage = 1, kMin = 2, kMax = 3, kProduct = 4 };
+inline constexpr int kNumReduceOps = 5;
+
+size_t dtype_size(DataType dtype);
+const char* dtype_name(DataType dtype);  // "float32", "bfloat16", ...
+std::optional<DataType> parse_dtype(std::string_view name);
+const char* reduce_op_name(ReduceOp op);  // "sum", "average", ...
+
+// Where a tensor's memory lives: kCpuDevice for host memory, otherwise a CUDA device ordinal.
+inline constexpr int kCpuDevice = -1;
+
+// A non-owning view of the caller's tensor. The memory must stay valid until the handle completes.
+struct TensorView {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  int device = kCpuDevice;
+  // Optional cudaEvent_t that marks when a device tensor's data is ready (GPU path only).
+  void* ready_event = nullptr;
+
+  int64_t num_elements() const;  // product of shape; 1 for a scalar (empty shape)
+  size_t num_bytes() const;
+};
+
+// The outcome of an operation. An error message names the tensor, the ranks and what differed.
+class Status {
+ public:
+  Status() = default;
+  static Status Ok() { return Status(); }
+  static Status Error(std::string message) { return Status(std::move(message), false); }
+  bool ok() const { return ok_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  Status(std::string message, bool ok) : message_(std::move(message)), ok_(ok) {}
+  std::string message_;
+  bool ok_ = true;
+};
+
+// Thrown for misuse that cannot be tied to one tensor: bad configuration, use before init().
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+struct HandleState;
+}
+
+// Completion of one asynchronous operation.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+
+  // Blocks (without spinning) until the operation completes; returns its status.
+  Status wait() const;
+  // True once the operation has completed, successfully or not.
+  bool ready() const;
+  // Allgather only: the gathered bytes (ranks' inputs concatenated along dimension 0) and shape.
+  // Valid once wait() has returned an ok status.
+  const std::vector<std::byte>& output() const;
+  const std::vector<int64_t>& output_shape() const;
+
+  bool valid() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+// Starts the runtime on every rank (collective). Initialises MPI if the caller has not.
+// Throws ranktime::Error with the variable and value when the environment is malformed.
+void init();
+// Stops the runtime (any rank's shutdown stops all ranks); pending operations fail.
+// init() may be called again afterwards.
+void shutdown();
+bool is_initialized();
+
+int rank();
+int size();
+int local_rank();
+int local_size();
+
+// In place: `tensor` holds the reduction of every rank's tensor when the handle completes.
+Handle allreduce_async(const TensorView& tensor, const std::string& name,
+                       ReduceOp op = ReduceOp::kSum);
+// Concatenates every rank's tensor along dimension 0 (which may differ between ranks) into
+// handle.output(). Dimensions after the first must agree.
+Handle allgather_async(const TensorView& tensor, const std::string& name);
+// In place: every rank's `tensor` receives root_rank's contents.
+Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name);
+// Blocks until every rank has called barrier().
+Status barrier();
+
+// Timeline control at run time. Collective: every rank calls it; the change takes effect on all
+// ranks at the same point of the response stream. Starting with a new path writes a new file.
+Status start_timeline(const std::string& path, bool mark_cycles = false);
+Status stop_timeline();
+
+}  // namespace ranktime

@@ -1,0 +1,114 @@
+// Compact, fixed-size timeline records: what producers hand to the TraceWriter.
+// Producers never format strings or allocate; the writer turns records into Chrome-trace JSON.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+namespace ranktime::timeline {
+
+// Every slice name the timeline can contain. Values travel between ranks inside record batches:
+// append, never reorder.
+enum class Phase : uint8_t {
+  // Operation slices (top level on a `rank r` thread).
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kBarrier,
+  // Negotiation slices (on the `negotiate` thread).
+  kNegotiateAllreduce,
+  kNegotiateAllgather,
+  kNegotiateBroadcast,
+  kNegotiateBarrier,
+  // Sub-phases, nested in an operation slice.
+  kQueue,
+  kWaitForData,
+  kWaitForOtherTensorData,
+  kMemcpyInFusionBuffer,
+  kMemcpyOutFusionBuffer,
+  kMpiAllreduce,
+  kMpiAllgather,
+  kMpiBcast,
+  kNcclAllreduce,
+  kNcclAllgather,
+  kNcclBcast,
+  kNcclReducescatter,
+  kNcclReduce,
+  kMemcpyInHostBuffer,
+  kMemcpyOutHostBuffer,
+  kCount
+};
+
+// "ALLREDUCE", "NEGOTIATE_ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER", ...
+const char* phase_name(Phase phase);
+
+enum class RecordKind : uint8_t {
+  kOpBegin,         // 'B' of an operation slice on lane `rank`; args.op
+  kOpEnd,           // 'E' of the operation slice; args.op.error_string != 0 adds an "error" arg
+  kSpan,            // a leaf sub-phase: 'B' at ts_ns and 'E' at end_ns on lane `rank`
+  kNegotiateBegin,  // 'B' of NEGOTIATE_<OP> on the negotiate thread
+  kTick,            // readiness tick of one rank: zero-length 'X' named by the rank; args.tick
+  kNegotiateEnd,    // 'E' of NEGOTIATE_<OP>; args.negotiate
+  kCycle,           // CYCLE_START instant on pid 0; args.cycle
+  kInstant,         // a global instant on pid 0 (stall, dead rank); args.instant
+  kCounter,         // a counter track sample on pid 0; args.counter
+};
+
+inline constexpr int kMaxInlineDims = 8;
+
+struct OpArgs {
+  uint8_t dtype;          // ranktime::DataType value
+  uint8_t ndim;           // number of dims; dims beyond kMaxInlineDims are not kept
+  uint16_t fused_tensors;  // tensors in the fused batch, this one included (1 = not fused)
+  uint32_t error_string;  // StringTable id of an error message, 0 when none
+  int64_t bytes;
+  int64_t dims[kMaxInlineDims];
+};
+
+struct TickArgs {
+  int32_t rank;
+  double lag_us;  // behind the first rank to become ready
+};
+
+struct NegotiateEndArgs {
+  int32_t last_rank;
+  uint32_t error_string;  // StringTable id of an error message (mismatch), 0 when none
+  double spread_us;       // last rank's readiness minus first rank's
+};
+
+struct CycleArgs {
+  int64_t cycle;
+};
+
+struct InstantArgs {
+  uint32_t name_string;     // StringTable id of the event name, e.g. "STALL"
+  uint32_t message_string;  // StringTable id of a message
+};
+
+struct CounterArgs {
+  uint32_t name_string;  // StringTable id of the counter track's name
+  int32_t series;        // series index, written as arg "rank <series>"
+  double value;
+};
+
+// One timeline record. Timestamps are nanoseconds on rank 0's clock (already converted from the
+// recording rank's clock), in the same time base as the writer's run start.
+struct Record {
+  int64_t ts_ns = 0;
+  int64_t end_ns = 0;    // kSpan only
+  uint32_t tensor = 0;   // tensor id from the StringTable (its name); pid is tensor + 1
+  int16_t rank = 0;      // lane: thread 1 + rank on the tensor's process
+  RecordKind kind = RecordKind::kSpan;
+  Phase phase = Phase::kQueue;
+  union {
+    OpArgs op;
+    TickArgs tick;
+    NegotiateEndArgs negotiate;
+    CycleArgs cycle;
+    InstantArgs instant;
+    CounterArgs counter;
+  } args{};
+};
+static_assert(std::is_trivially_copyable_v<Record>, "records are shipped between ranks as bytes");
+
+}  // namespace ranktime::timeline

@@ -1,0 +1,81 @@
+// TraceWriter: turns Records into a Chrome-trace JSON array on a thread of its own.
+// push() never blocks on I/O and never allocates; when the buffer is full, records are dropped
+// and counted. The file on disk is a complete JSON array after every flush.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ranktime/timeline/record.h"
+#include "ranktime/timeline/string_table.h"
+
+namespace ranktime::timeline {
+
+// What the file's run metadata says (written as `M` events on pid 0 when the file opens).
+struct RunMetadata {
+  int ranks = 1;
+  std::vector<std::string> hostnames;  // per rank
+  std::vector<int64_t> pids;           // per rank
+  int64_t start_time_since_epoch_us = 0;
+  int64_t start_ns = 0;  // rank 0's clock at the run start: timestamps are (ts_ns - start_ns)
+  std::vector<std::pair<std::string, std::string>> config;  // environment settings in force
+  std::vector<double> clock_offsets_us;      // per rank, rank clock minus rank 0 clock
+  std::vector<double> clock_uncertainty_us;  // per rank, half the best round trip
+  bool mark_cycles = false;
+  bool all_ranks = true;
+};
+
+struct TraceWriterOptions {
+  std::string path;
+  // Records buffered between flushes; beyond it records are dropped and counted.
+  size_t capacity_records = size_t{1} << 18;
+  // Longest time a pushed record waits before it is on disk (the SIGKILL loss bound).
+  std::chrono::milliseconds flush_interval{250};
+  // Called once, from the writer thread, on the first I/O error (message names path and errno).
+  std::function<void(const std::string&)> on_error;
+};
+
+class TraceWriter {
+ public:
+  // Creates (truncates) the file and writes the run metadata. Returns nullptr and sets *error
+  // with a message naming the path and the reason if the file cannot be created.
+  static std::unique_ptr<TraceWriter> open(const TraceWriterOptions& options,
+                                           const RunMetadata& metadata, const StringTable& strings,
+                                           std::string* error);
+  ~TraceWriter();  // close()
+
+  // Thread-safe, non-blocking. Returns false when the record was dropped.
+  bool push(const Record& record);
+  // Pushes n records under one lock; returns how many were dropped.
+  size_t push(const Record* records, size_t n);
+
+  // Updates the clock offsets written in the closing metadata.
+  void set_clock_offsets(std::vector<double> offsets_us, std::vector<double> uncertainty_us);
+
+  // Writes everything pushed so far to disk before returning (signal path, tests).
+  void flush();
+  // Drains, writes the closing metadata (events written and dropped, final clock offsets) and
+  // the closing bracket, and stops the thread. Idempotent.
+  void close();
+
+  uint64_t dropped() const;
+  uint64_t events_written() const;  // JSON events written so far
+  const std::string& path() const;
+
+  struct Impl;
+
+ private:
+  explicit TraceWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Flushes and closes every open TraceWriter when the process gets SIGINT or SIGTERM, then lets
+// the signal take its course (previous handler, or the default action). Installed once.
+void install_signal_flush();
+
+}  // namespace ranktime::timeline
