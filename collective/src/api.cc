@@ -1,0 +1,130 @@
+// The public API (ranktime.h): the one process-wide runtime handle and thin wrappers over it.
+#include <mpi.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "config.h"
+#include "runtime.h"
+
+namespace ranktime {
+namespace {
+
+std::mutex g_mutex;
+std::unique_ptr<Runtime> g_runtime;
+bool g_we_initialized_mpi = false;
+
+void finalize_mpi_at_exit() {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_runtime.reset();
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+Runtime& runtime(const char* caller) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_runtime) {
+    throw Error(std::string("ranktime::") + caller +
+                " called while ranktime is not running: call ranktime::init() first");
+  }
+  return *g_runtime;
+}
+
+}  // namespace
+
+Status Handle::wait() const {
+  if (!state_) return Status::Error("wait() on an empty ranktime::Handle");
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->cv.wait(lock, [&] { return state_->done; });
+  return state_->status;
+}
+
+bool Handle::ready() const {
+  if (!state_) return false;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->done;
+}
+
+const std::vector<std::byte>& Handle::output() const { return state_->output; }
+const std::vector<int64_t>& Handle::output_shape() const { return state_->output_shape; }
+
+void init() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime) return;
+  Config config;
+  try {
+    config = config_from_environment();
+  } catch (const ConfigError& e) {
+    throw Error(std::string("ranktime::init(): ") + e.what());
+  }
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) throw Error("ranktime::init(): MPI has already been finalized in this process");
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    g_we_initialized_mpi = true;
+    std::atexit(finalize_mpi_at_exit);
+  } else {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+      throw Error("ranktime::init(): MPI was initialised with thread level " +
+                  std::to_string(provided) +
+                  "; ranktime's background thread needs MPI_THREAD_MULTIPLE");
+    }
+  }
+  g_runtime = std::make_unique<Runtime>(config);
+}
+
+void shutdown() {
+  std::unique_ptr<Runtime> r;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    r = std::move(g_runtime);
+  }
+  r.reset();  // joins the background thread; MPI stays up so that init() may run again
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_runtime != nullptr;
+}
+
+int rank() { return runtime("rank()").rank(); }
+int size() { return runtime("size()").size(); }
+int local_rank() { return runtime("local_rank()").local_rank(); }
+int local_size() { return runtime("local_size()").local_size(); }
+
+Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op) {
+  return runtime("allreduce_async()").submit(OpType::kAllreduce, tensor, name, op);
+}
+
+Handle allgather_async(const TensorView& tensor, const std::string& name) {
+  return runtime("allgather_async()").submit(OpType::kAllgather, tensor, name);
+}
+
+Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name) {
+  return runtime("broadcast_async()").submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank);
+}
+
+Status barrier() {
+  return runtime("barrier()").submit(OpType::kBarrier, TensorView{}, "ranktime.barrier").wait();
+}
+
+Status start_timeline(const std::string& path, bool mark_cycles) {
+  return runtime("start_timeline()")
+      .submit(OpType::kTimelineStart, TensorView{}, "ranktime.timeline", ReduceOp::kSum, 0, path,
+              mark_cycles ? 1 : 0)
+      .wait();
+}
+
+Status stop_timeline() {
+  return runtime("stop_timeline()").submit(OpType::kTimelineStop, TensorView{}, "ranktime.timeline").wait();
+}
+
+}  // namespace ranktime

@@ -1,0 +1,84 @@
+// What ranks tell rank 0 (Request, WorkerMessage) and what rank 0 tells every rank
+// (Response, ResponseList). Encoded by wire.h; decided by coordinator.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ranktime/ranktime.h"
+#include "ranktime/timeline/record.h"
+
+namespace ranktime {
+
+// Operation kinds. Values travel on the wire: append, never reorder.
+enum class OpType : uint8_t {
+  kAllreduce = 0,
+  kAllgather = 1,
+  kBroadcast = 2,
+  kBarrier = 3,
+  kTimelineStart = 4,  // `argument` = path, `flags` bit 0 = mark cycles
+  kTimelineStop = 5,
+};
+inline constexpr int kNumOpTypes = 6;
+const char* op_type_name(OpType op);  // "allreduce", ...
+
+// One rank's request for one named tensor.
+struct Request {
+  std::string name;
+  OpType op = OpType::kAllreduce;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  DataType dtype = DataType::kFloat32;
+  int32_t device = kCpuDevice;
+  int32_t root = 0;
+  std::vector<int64_t> shape;
+  int64_t ready_ns = 0;  // when the tensor became ready, on the submitting rank's clock
+  uint8_t flags = 0;
+  std::string argument;  // timeline path for kTimelineStart
+  // A local validation failure (null data pointer, ...): the coordinator fails the tensor on
+  // every rank with this message rather than leaving the other ranks waiting.
+  std::string error;
+};
+
+// NTP-style timestamps for clock-offset refresh: t0 = rank 0 sent a response list, t1 = this
+// rank received it, t2 = this rank sent this message (t0 on rank 0's clock, t1 and t2 on this
+// rank's). Zero when there is no fresh sample.
+struct ClockEcho {
+  int64_t t0 = 0, t1 = 0, t2 = 0;
+};
+
+// Everything a worker rank sends rank 0 in one message.
+struct WorkerMessage {
+  std::vector<Request> requests;
+  std::vector<timeline::Record> records;  // this rank's timeline records, on its own clock
+  ClockEcho clock;
+  bool shutdown = false;  // this rank called shutdown()
+  bool final = false;     // this rank has left its loop: last message it sends
+  bool timeline_ack = false;  // this rank has stopped its timeline; `records` are its last
+};
+
+// One unit of work every rank executes in the same order: a single tensor or a fused batch.
+struct Response {
+  OpType op = OpType::kAllreduce;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  DataType dtype = DataType::kFloat32;
+  int32_t device = kCpuDevice;
+  int32_t root = 0;
+  std::vector<std::string> names;
+  std::vector<uint32_t> tensor_ids;  // timeline ids, parallel to names
+  // Allgather: first dimension of each rank's input, per tensor: first_dims[t * size + r].
+  std::vector<int64_t> first_dims;
+  uint8_t flags = 0;
+  std::string argument;
+  std::string error;  // non-empty: every listed tensor fails with this message
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  int64_t sent_ns = 0;  // rank 0's clock when sent (t0 of ClockEcho)
+  int64_t cycle = 0;
+  bool shutdown = false;
+  std::string shutdown_reason;
+};
+
+}  // namespace ranktime

@@ -1,0 +1,576 @@
+// One rank's runtime: submission, the background loop, negotiation and execution
+// (see runtime.h for the protocol).
+#include "runtime.h"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+
+#include "log.h"
+#include "wire.h"
+
+namespace ranktime {
+namespace {
+
+constexpr int kTagWorker = 1;
+constexpr int kTagResponse = 2;
+constexpr int kTagPing = 3;
+constexpr int kTagPong = 4;
+constexpr int kClockSyncRounds = 16;
+constexpr size_t kClockWindow = 256;
+
+// After any progress the loop polls without sleeping for this long: the next message of a
+// synchronous exchange usually arrives within it, and sleeping would add the timer's latency.
+constexpr std::chrono::nanoseconds kSpinAfterProgress = std::chrono::microseconds(30);
+// While something is in flight, the longest sleep between polls: bounds how late a straggler's
+// arrival is noticed. Idle ranks sleep up to RANKTIME_CYCLE_TIME_MS instead.
+constexpr std::chrono::nanoseconds kBusyPollCap = std::chrono::microseconds(200);
+constexpr std::chrono::nanoseconds kFirstSleep = std::chrono::microseconds(4);
+// Other ranks ship timeline records at least this often when they have nothing else to say.
+constexpr int64_t kRecordShipIntervalNs = 100'000'000;
+constexpr size_t kRecordShipBatch = 4096;
+constexpr double kFinalMessageTimeoutS = 30.0;
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Local checks on a submission; "" when fine. The message travels to rank 0 so that the tensor
+// fails on every rank, not just here.
+std::string check_view(const TensorView& v) {
+  if (static_cast<int>(v.dtype) >= kNumDataTypes) {
+    return "invalid dtype value " + std::to_string(static_cast<int>(v.dtype));
+  }
+  if (v.shape.size() > 64) return "shape has " + std::to_string(v.shape.size()) + " dimensions (most: 64)";
+  int64_t elements = 1;
+  for (int64_t d : v.shape) {
+    if (d < 0) return "negative dimension in shape " + shape_str(v.shape);
+    if (d != 0 && elements > INT64_MAX / static_cast<int64_t>(dtype_size(v.dtype)) / d) {
+      return "shape " + shape_str(v.shape) + " overflows a 64-bit byte count";
+    }
+    elements *= d;
+  }
+  size_t bytes = static_cast<size_t>(elements) * dtype_size(v.dtype);
+  if (v.data == nullptr && bytes > 0) {
+    return "null data pointer for a tensor of " + std::to_string(bytes) + " bytes";
+  }
+  if (v.data != nullptr && reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) != 0) {
+    return "data pointer is not aligned to its " + std::to_string(dtype_size(v.dtype)) +
+           "-byte dtype " + dtype_name(v.dtype);
+  }
+  if (v.device != kCpuDevice) {
+    return "device tensors (device " + std::to_string(v.device) +
+           ") need ranktime's GPU path, which this build does not have";
+  }
+  return "";
+}
+
+}  // namespace
+
+Runtime::Runtime(const Config& config)
+    : config_(config), clock_(config.test_clock_skew_us * 1000) {
+  MPI_Comm_dup(MPI_COMM_WORLD, &control_);
+  MPI_Comm_dup(MPI_COMM_WORLD, &data_);
+  MPI_Comm_rank(control_, &rank_);
+  MPI_Comm_size(control_, &size_);
+  MPI_Comm local;
+  MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &local_rank_);
+  MPI_Comm_size(local, &local_size_);
+  MPI_Comm_free(&local);
+  set_log_context(rank_, config_.log_level);
+  for (const auto& [name, value] : config_.describe()) RANKTIME_LOG(kDebug, name << "=" << value);
+
+  // Who is who, for the timeline's run metadata.
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::vector<char> hosts(rank_ == 0 ? 256 * size_ : 0);
+  MPI_Gather(host, 256, MPI_CHAR, hosts.data(), 256, MPI_CHAR, 0, control_);
+  int64_t pid = getpid();
+  pids_.resize(rank_ == 0 ? size_ : 0);
+  MPI_Gather(&pid, 1, MPI_INT64_T, pids_.data(), 1, MPI_INT64_T, 0, control_);
+  for (int r = 0; rank_ == 0 && r < size_; ++r) hostnames_.emplace_back(&hosts[256 * r]);
+
+  sync_clocks();
+  start_ns_ = clock_.now_ns();
+  start_wall_us_ = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+
+  backend_ = std::make_unique<MpiBackend>(data_, &clock_);
+  timeline_ = std::make_unique<TimelineRecorder>(rank_, size_);
+  if (rank_ == 0) coordinator_ = std::make_unique<Coordinator>(size_, &timeline_->strings());
+  finals_.assign(size_, 0);
+  timeline_acks_.assign(size_, 0);
+
+  // Rank 0's timeline settings hold for everyone, so that all ranks agree on what to ship.
+  int settings[3] = {config_.timeline_filename.empty() ? 0 : 1, config_.timeline_mark_cycles,
+                     config_.timeline_all_ranks};
+  MPI_Bcast(settings, 3, MPI_INT, 0, control_);
+  timeline_all_ranks_ = settings[2] != 0;
+  if (settings[0]) {
+    int opened = 1;
+    if (rank_ == 0) {
+      opened = timeline_->start(config_.timeline_filename, settings[1], timeline_all_ranks_,
+                                run_metadata())
+                   .ok();
+    }
+    MPI_Bcast(&opened, 1, MPI_INT, 0, control_);
+    if (opened && rank_ != 0) timeline_->start("", settings[1], timeline_all_ranks_, {});
+  }
+  thread_ = std::thread(&Runtime::loop, this);
+}
+
+Runtime::~Runtime() {
+  shutdown();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) {
+    backend_.reset();
+    MPI_Comm_free(&control_);
+    MPI_Comm_free(&data_);
+  }
+}
+
+void Runtime::sync_clocks() {
+  offsets_.assign(size_, OffsetEstimator(kClockWindow));
+  if (rank_ == 0) {
+    offsets_[0].add({0, 0, 0, 0});
+    for (int r = 1; r < size_; ++r) {
+      for (int k = 0; k < kClockSyncRounds; ++k) {
+        int64_t t0 = clock_.now_ns();
+        MPI_Send(&t0, 1, MPI_INT64_T, r, kTagPing, control_);
+        int64_t reply[2];
+        MPI_Recv(reply, 2, MPI_INT64_T, r, kTagPong, control_, MPI_STATUS_IGNORE);
+        offsets_[r].add({t0, reply[0], reply[1], clock_.now_ns()});
+      }
+      RANKTIME_LOG(kDebug, "clock offset of rank " << r << ": " << offsets_[r].offset_ns() / 1e3
+                                                   << " us +- " << offsets_[r].uncertainty_ns() / 1e3);
+    }
+  } else {
+    for (int k = 0; k < kClockSyncRounds; ++k) {
+      int64_t t0;
+      MPI_Recv(&t0, 1, MPI_INT64_T, 0, kTagPing, control_, MPI_STATUS_IGNORE);
+      int64_t reply[2] = {clock_.now_ns(), 0};
+      reply[1] = clock_.now_ns();
+      MPI_Send(reply, 2, MPI_INT64_T, 0, kTagPong, control_);
+    }
+  }
+}
+
+timeline::RunMetadata Runtime::run_metadata() const {
+  timeline::RunMetadata m;
+  m.ranks = size_;
+  m.hostnames = hostnames_;
+  m.pids = pids_;
+  m.start_time_since_epoch_us = start_wall_us_;
+  m.start_ns = start_ns_;
+  m.config = config_.describe();
+  for (const auto& o : offsets_) {
+    m.clock_offsets_us.push_back(o.offset_ns() / 1e3);
+    m.clock_uncertainty_us.push_back(o.uncertainty_ns() / 1e3);
+  }
+  m.mark_cycles = config_.timeline_mark_cycles;
+  m.all_ranks = timeline_all_ranks_;
+  return m;
+}
+
+Handle Runtime::submit(OpType op, const TensorView& view, const std::string& name,
+                       ReduceOp reduce_op, int root, std::string argument, uint8_t flags) {
+  auto state = std::make_shared<detail::HandleState>();
+  auto entry = std::make_unique<TensorEntry>();
+  entry->handle = state;
+  entry->view = view;
+  Request& q = entry->request;
+  q.name = name;
+  q.op = op;
+  q.reduce_op = reduce_op;
+  q.dtype = view.dtype;
+  q.device = view.device;
+  q.root = root;
+  q.shape = view.shape;
+  q.flags = flags;
+  q.argument = std::move(argument);
+  if (op == OpType::kAllreduce || op == OpType::kAllgather || op == OpType::kBroadcast) {
+    q.error = check_view(view);
+  }
+  if (static_cast<int>(reduce_op) >= kNumReduceOps) {
+    q.error = "invalid reduction value " + std::to_string(static_cast<int>(reduce_op));
+    q.reduce_op = ReduceOp::kSum;
+  }
+  std::string local_error;
+  if (name.empty()) local_error = "a tensor name must not be empty";
+  if (name.size() > kMaxNameBytes) {
+    local_error = "tensor '" + name.substr(0, 64) + "...': name of " + std::to_string(name.size()) +
+                  " bytes is longer than the " + std::to_string(kMaxNameBytes) + " bytes allowed";
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) {
+      local_error = "ranktime has shut down (" + stop_reason_ + "); tensor '" + name + "' was not submitted";
+    } else if (local_error.empty() && names_in_flight_.count(name)) {
+      local_error = "tensor '" + name + "' was submitted twice while in flight: wait for the first "
+                    "operation to complete before reusing its name";
+    }
+    if (local_error.empty()) {
+      q.ready_ns = clock_.now_ns();
+      names_in_flight_.insert(name);
+      submitted_.push_back(std::move(entry));
+    }
+  }
+  if (!local_error.empty()) {
+    state->complete(Status::Error(local_error));
+  } else {
+    cv_.notify_one();
+  }
+  return Handle(state);
+}
+
+void Runtime::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shutdown_requested_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Background loop
+
+void Runtime::loop() {
+  // Short sleeps must be short: the default 50 us timer slack would dominate them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  auto last_progress = std::chrono::steady_clock::now();
+  std::chrono::nanoseconds sleep{0};
+  const std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
+  while (!finished_) {
+    bool progressed = rank_ == 0 ? coordinator_step() : worker_step();
+    if (finished_) break;
+    auto now = std::chrono::steady_clock::now();
+    if (progressed) {
+      last_progress = now;
+      sleep = std::chrono::nanoseconds(0);
+      continue;
+    }
+    reap_sends(false);
+    if (now - last_progress < kSpinAfterProgress) continue;
+    auto cap = busy() ? std::min(kBusyPollCap, idle_cap) : idle_cap;
+    sleep = std::min(cap, std::max(kFirstSleep, sleep * 2));
+    wait_for_work(sleep);
+  }
+  reap_sends(true);
+}
+
+bool Runtime::busy() const {
+  return !in_flight_.empty() || (coordinator_ && coordinator_->pending() > 0) ||
+         timeline_->outbox_size() > 0;
+}
+
+void Runtime::wait_for_work(std::chrono::nanoseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] {
+    return !submitted_.empty() || (shutdown_requested_ && !shutdown_announced_);
+  });
+}
+
+std::vector<Request> Runtime::take_submitted() {
+  std::vector<std::unique_ptr<TensorEntry>> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch.swap(submitted_);
+  }
+  std::vector<Request> requests;
+  requests.reserve(batch.size());
+  for (auto& e : batch) {
+    requests.push_back(e->request);
+    std::string name = e->request.name;
+    in_flight_.emplace(std::move(name), std::move(e));
+  }
+  return requests;
+}
+
+bool Runtime::worker_step() {
+  bool progressed = false;
+  while (true) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(0, kTagResponse, control_, &flag, &status);
+    if (!flag) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    recv_buffer_.resize(count);
+    MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, 0, kTagResponse, control_, MPI_STATUS_IGNORE);
+    const int64_t arrival = clock_.now_ns();
+    ResponseList list;
+    try {
+      list = decode_response_list(recv_buffer_.data(), recv_buffer_.size());
+    } catch (const WireError& e) {
+      RANKTIME_LOG(kError, "corrupt response list from rank 0: " << e.what());
+      fail_everything(std::string("corrupt response list from rank 0: ") + e.what());
+      finished_ = true;
+      return true;
+    }
+    echo_ = {list.sent_ns, arrival, 0};
+    execute(list, arrival);
+    progressed = true;
+    if (finished_) return true;
+  }
+  std::vector<Request> requests = take_submitted();
+  bool announce = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    announce = shutdown_requested_ && !shutdown_announced_;
+  }
+  const size_t outbox = timeline_->outbox_size();
+  const bool records_due =
+      outbox > 0 && (outbox >= kRecordShipBatch ||
+                     clock_.now_ns() - timeline_->outbox_oldest_ns() > kRecordShipIntervalNs);
+  if (!requests.empty() || announce || records_due) {
+    shutdown_announced_ = shutdown_announced_ || announce;
+    send_worker_message(std::move(requests), false, false);
+    progressed = true;
+  }
+  return progressed;
+}
+
+void Runtime::send_worker_message(std::vector<Request> requests, bool final, bool timeline_ack) {
+  WorkerMessage m;
+  m.requests = std::move(requests);
+  m.records = timeline_->take_outbox();
+  if (echo_.t0 != 0) {
+    m.clock = echo_;
+    m.clock.t2 = clock_.now_ns();
+    echo_ = {};
+  }
+  m.shutdown = shutdown_announced_;
+  m.final = final;
+  m.timeline_ack = timeline_ack;
+  auto buffer = std::make_shared<std::vector<uint8_t>>();
+  encode(m, buffer.get());
+  PendingSend send{MPI_REQUEST_NULL, buffer};
+  MPI_Isend(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, 0, kTagWorker, control_,
+            &send.request);
+  sends_.push_back(std::move(send));
+}
+
+void Runtime::reap_sends(bool wait) {
+  while (!sends_.empty()) {
+    int done = 0;
+    if (wait) {
+      MPI_Wait(&sends_.front().request, MPI_STATUS_IGNORE);
+      done = 1;
+    } else {
+      MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE);
+    }
+    if (!done) return;
+    sends_.pop_front();
+  }
+}
+
+bool Runtime::coordinator_step() {
+  bool progressed = false;
+  bool added = false;
+  while (true) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kTagWorker, control_, &flag, &status);
+    if (!flag) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    recv_buffer_.resize(count);
+    MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, status.MPI_SOURCE, kTagWorker, control_,
+             MPI_STATUS_IGNORE);
+    handle_worker_message(status.MPI_SOURCE, recv_buffer_.data(), recv_buffer_.size());
+    progressed = added = true;
+  }
+  for (Request& q : take_submitted()) {
+    coordinator_->add(0, std::move(q));
+    added = true;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shutdown_requested_ && shutdown_from_ < 0) shutdown_from_ = 0;
+  }
+  int64_t now = clock_.now_ns();
+  ResponseList list;
+  if (added) {
+    negotiations_.clear();
+    list.responses = coordinator_->take_ready(
+        FusionOptions{config_.fusion_threshold, config_.fusion_max_tensor}, &negotiations_);
+    now = clock_.now_ns();
+    for (const Negotiation& n : negotiations_) timeline_->negotiation(n, now);
+  }
+  const bool shutdown_now = shutdown_from_ >= 0;
+  if (list.responses.empty() && !shutdown_now) return progressed;
+
+  list.cycle = ++cycle_;
+  list.sent_ns = now;
+  list.shutdown = shutdown_now;
+  if (shutdown_now) list.shutdown_reason = "rank " + std::to_string(shutdown_from_) + " called shutdown()";
+  timeline_->cycle(cycle_, now);
+  if (size_ > 1) {
+    auto buffer = std::make_shared<std::vector<uint8_t>>();
+    encode(list, buffer.get());
+    for (int r = 1; r < size_; ++r) {
+      PendingSend send{MPI_REQUEST_NULL, buffer};
+      MPI_Isend(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, r, kTagResponse,
+                control_, &send.request);
+      sends_.push_back(std::move(send));
+    }
+  }
+  execute(list, now);
+  return true;
+}
+
+void Runtime::handle_worker_message(int source, const uint8_t* data, size_t size) {
+  const int64_t now = clock_.now_ns();
+  WorkerMessage m;
+  try {
+    m = decode_worker_message(data, size);
+  } catch (const WireError& e) {
+    RANKTIME_LOG(kError, "dropped a corrupt message from rank " << source << ": " << e.what());
+    return;
+  }
+  OffsetEstimator& offset = offsets_[source];
+  if (m.clock.t0 != 0) offset.add({m.clock.t0, m.clock.t1, m.clock.t2, now});
+  for (Request& q : m.requests) {
+    q.ready_ns = offset.to_rank0(q.ready_ns);
+    coordinator_->add(source, std::move(q));
+  }
+  if (!m.records.empty()) timeline_->ingest(m.records, offset);
+  if (m.shutdown && shutdown_from_ < 0) shutdown_from_ = source;
+  if (m.final) ++finals_[source];
+  if (m.timeline_ack) ++timeline_acks_[source];
+}
+
+void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, double timeout_s,
+                            const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+  std::chrono::microseconds sleep(1);
+  while (true) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kTagWorker, control_, &flag, &status);
+    if (flag) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      recv_buffer_.resize(count);
+      MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, status.MPI_SOURCE, kTagWorker, control_,
+               MPI_STATUS_IGNORE);
+      handle_worker_message(status.MPI_SOURCE, recv_buffer_.data(), recv_buffer_.size());
+      sleep = std::chrono::microseconds(1);
+      continue;
+    }
+    std::string missing;
+    for (int r = 1; r < size_; ++r) {
+      if (counts[r] < target) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (missing.empty()) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      RANKTIME_LOG(kWarning, "gave up waiting for " << what << " from ranks " << missing);
+      return;
+    }
+    reap_sends(false);
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::microseconds(200));
+  }
+}
+
+void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
+  for (const Response& r : list.responses) {
+    entries_scratch_.clear();
+    for (const std::string& name : r.names) {
+      auto it = in_flight_.find(name);
+      if (it == in_flight_.end()) {
+        RANKTIME_LOG(kError, "rank 0 scheduled tensor '" << name << "', which this rank never submitted");
+        continue;
+      }
+      entries_scratch_.push_back(it->second.get());
+    }
+    if (entries_scratch_.size() != r.names.size()) {
+      for (TensorEntry* e : entries_scratch_) {
+        complete(e, Status::Error("tensor '" + e->request.name + "': internal error: inconsistent response"));
+      }
+      continue;
+    }
+    if (r.op == OpType::kTimelineStart || r.op == OpType::kTimelineStop) {
+      execute_control(r, entries_scratch_);
+      continue;
+    }
+    Status status;
+    if (r.error.empty()) {
+      const int64_t start = clock_.now_ns();
+      status = backend_->execute(r, entries_scratch_, &phase_log_);
+      timeline_->processed(r, entries_scratch_, arrival_ns, start, clock_.now_ns(), phase_log_, status);
+      phase_log_.clear();
+    } else {
+      status = Status::Error(r.error);
+    }
+    for (TensorEntry* e : entries_scratch_) complete(e, status);
+  }
+  if (!list.shutdown) return;
+  fail_everything("ranktime has shut down: " + list.shutdown_reason);
+  if (rank_ == 0) {
+    await_workers(finals_, 1, kFinalMessageTimeoutS, "the final messages");
+    timeline_->stop();
+  } else {
+    send_worker_message({}, true, false);
+    reap_sends(true);
+    timeline_->stop();
+  }
+  finished_ = true;
+}
+
+void Runtime::execute_control(const Response& response, const std::vector<TensorEntry*>& entries) {
+  Status status;
+  if (response.op == OpType::kTimelineStart) {
+    if (rank_ == 0) {
+      status = timeline_->start(response.argument, response.flags & 1, timeline_all_ranks_,
+                                run_metadata());
+    } else {
+      timeline_->start("", response.flags & 1, timeline_all_ranks_, {});
+    }
+  } else if (rank_ == 0) {
+    // Other ranks send their last records with the acknowledgement; close after they are in.
+    await_workers(timeline_acks_, ++timeline_stops_, kFinalMessageTimeoutS, "timeline records");
+    timeline_->stop();
+  } else {
+    send_worker_message({}, false, true);
+    timeline_->stop();
+  }
+  for (TensorEntry* e : entries) complete(e, status);
+}
+
+void Runtime::complete(TensorEntry* entry, const Status& status) {
+  entry->handle->complete(status);
+  const std::string name = entry->request.name;  // the entry dies with its map node
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    names_in_flight_.erase(name);
+  }
+  in_flight_.erase(name);
+}
+
+void Runtime::fail_everything(const std::string& reason) {
+  std::vector<std::unique_ptr<TensorEntry>> submitted;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    stop_reason_ = reason;
+    submitted.swap(submitted_);
+    names_in_flight_.clear();
+  }
+  for (auto& e : submitted) e->handle->complete(Status::Error(reason + "; tensor '" + e->request.name + "' did not run"));
+  for (auto& [name, e] : in_flight_) e->handle->complete(Status::Error(reason + "; tensor '" + name + "' did not run"));
+  in_flight_.clear();
+  if (coordinator_) coordinator_->drain();
+}
+
+}  // namespace ranktime

@@ -1,0 +1,126 @@
+// The runtime of one rank: the queue user threads submit to, and the background thread that
+// negotiates with rank 0, executes the agreed responses and completes the handles.
+//
+// Protocol (one communicator of our own, point to point):
+//   other ranks -> rank 0: WorkerMessage when they have new requests, timeline records to ship,
+//                          or a shutdown to announce;
+//   rank 0 -> other ranks: ResponseList whenever tensors became ready on every rank.
+// Every rank executes every ResponseList, in the order rank 0 sent them.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "clock.h"
+#include "config.h"
+#include "coordinator.h"
+#include "mpi_backend.h"
+#include "tensor_entry.h"
+#include "timeline_recorder.h"
+
+namespace ranktime {
+
+class Runtime {
+ public:
+  // Collective over MPI_COMM_WORLD (MPI must be initialised with MPI_THREAD_MULTIPLE).
+  explicit Runtime(const Config& config);
+  ~Runtime();  // shutdown()
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+
+  // Queues one request; never blocks on the network.
+  Handle submit(OpType op, const TensorView& view, const std::string& name,
+                ReduceOp reduce_op = ReduceOp::kSum, int root = 0, std::string argument = {},
+                uint8_t flags = 0);
+
+  // Announces shutdown to every rank and waits for the background thread to finish.
+  void shutdown();
+
+ private:
+  // Background thread.
+  void loop();
+  bool coordinator_step();  // rank 0
+  bool worker_step();       // other ranks
+  bool busy() const;
+  void wait_for_work(std::chrono::nanoseconds timeout);
+
+  // Moves newly submitted entries into in_flight_; returns their requests.
+  std::vector<Request> take_submitted();
+  void handle_worker_message(int source, const uint8_t* data, size_t size);
+  void execute(const ResponseList& list, int64_t arrival_ns);
+  void execute_control(const Response& response, const std::vector<TensorEntry*>& entries);
+  void complete(TensorEntry* entry, const Status& status);
+  void fail_everything(const std::string& reason);
+  void send_worker_message(std::vector<Request> requests, bool final, bool timeline_ack);
+  // Rank 0: handles worker messages until every other rank's `counts` entry reaches `target`.
+  void await_workers(const std::vector<int64_t>& counts, int64_t target, double timeout_s,
+                     const char* what);
+  void reap_sends(bool wait);
+
+  // Start-up.
+  void sync_clocks();
+  timeline::RunMetadata run_metadata() const;
+
+  Config config_;
+  Clock clock_;
+  MPI_Comm control_ = MPI_COMM_NULL;  // negotiation messages
+  MPI_Comm data_ = MPI_COMM_NULL;     // the collectives themselves
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int64_t start_ns_ = 0;
+  int64_t start_wall_us_ = 0;
+  std::vector<std::string> hostnames_;
+  std::vector<int64_t> pids_;
+
+  // Shared with user threads.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<TensorEntry>> submitted_;
+  std::unordered_set<std::string> names_in_flight_;
+  bool shutdown_requested_ = false;
+  bool stopped_ = false;
+  std::string stop_reason_;
+
+  // Owned by the background thread.
+  std::unordered_map<std::string, std::unique_ptr<TensorEntry>> in_flight_;
+  std::unique_ptr<MpiBackend> backend_;
+  std::unique_ptr<TimelineRecorder> timeline_;
+  std::unique_ptr<Coordinator> coordinator_;   // rank 0
+  std::vector<OffsetEstimator> offsets_;       // rank 0, per rank
+  std::vector<int64_t> finals_;                // rank 0: final messages seen, per rank
+  std::vector<int64_t> timeline_acks_;         // rank 0: timeline-stop acks seen, per rank
+  int64_t timeline_stops_ = 0;                 // rank 0: timeline stops executed
+  bool timeline_all_ranks_ = true;             // agreed at start-up (rank 0's setting)
+  int shutdown_from_ = -1;                     // rank 0: first rank that asked to shut down
+  bool shutdown_announced_ = false;            // this rank told rank 0 (or, on rank 0, everyone)
+  int64_t cycle_ = 0;
+  ClockEcho echo_;                             // worker: last response list's timestamps
+  struct PendingSend {
+    MPI_Request request;
+    std::shared_ptr<std::vector<uint8_t>> buffer;
+  };
+  std::deque<PendingSend> sends_;
+  std::vector<uint8_t> recv_buffer_;
+  std::vector<uint8_t> send_buffer_;
+  std::vector<Negotiation> negotiations_;
+  std::vector<TensorEntry*> entries_scratch_;
+  PhaseLog phase_log_;
+  bool finished_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ranktime

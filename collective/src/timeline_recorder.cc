@@ -1,0 +1,212 @@
+// Builds timeline records from the runtime's events (see timeline_recorder.h).
+#include "timeline_recorder.h"
+
+#include <algorithm>
+
+#include "log.h"
+
+namespace ranktime {
+namespace {
+
+using timeline::Phase;
+using timeline::Record;
+using timeline::RecordKind;
+
+// Outbox bound on non-zero ranks: records beyond it are dropped (and counted) rather than
+// growing memory when rank 0 cannot take them.
+constexpr size_t kOutboxCapacity = size_t{1} << 16;
+
+Phase op_phase(OpType op) {
+  switch (op) {
+    case OpType::kAllgather: return Phase::kAllgather;
+    case OpType::kBroadcast: return Phase::kBroadcast;
+    case OpType::kBarrier: return Phase::kBarrier;
+    default: return Phase::kAllreduce;
+  }
+}
+
+Phase negotiate_phase(OpType op) {
+  switch (op) {
+    case OpType::kAllgather: return Phase::kNegotiateAllgather;
+    case OpType::kBroadcast: return Phase::kNegotiateBroadcast;
+    case OpType::kBarrier: return Phase::kNegotiateBarrier;
+    default: return Phase::kNegotiateAllreduce;
+  }
+}
+
+}  // namespace
+
+TimelineRecorder::TimelineRecorder(int rank, int size) : rank_(rank), size_(size) {
+  ticks_.reserve(size);
+}
+
+TimelineRecorder::~TimelineRecorder() { stop(); }
+
+Status TimelineRecorder::start(const std::string& path, bool mark_cycles, bool all_ranks,
+                               const timeline::RunMetadata& metadata) {
+  stop();
+  mark_cycles_ = mark_cycles;
+  all_ranks_ = all_ranks;
+  if (rank_ != 0) {
+    on_ = true;
+    return Status::Ok();
+  }
+  timeline::TraceWriterOptions options;
+  options.path = path;
+  options.on_error = [](const std::string& message) {
+    RANKTIME_LOG(kError, "timeline: " << message << "; training continues without the timeline");
+  };
+  std::string error;
+  writer_ = timeline::TraceWriter::open(options, metadata, strings_, &error);
+  if (!writer_) {
+    RANKTIME_LOG(kError, "timeline: " << error << "; training continues without the timeline");
+    return Status::Error("timeline: " + error);
+  }
+  timeline::install_signal_flush();
+  on_ = true;
+  return Status::Ok();
+}
+
+void TimelineRecorder::stop() {
+  on_ = false;
+  outbox_.clear();
+  if (writer_) {
+    writer_->close();
+    writer_.reset();
+  }
+}
+
+void TimelineRecorder::emit(const Record& r) {
+  if (writer_) {
+    writer_->push(r);
+  } else if (outbox_.size() < kOutboxCapacity) {
+    outbox_.push_back(r);
+  } else {
+    ++outbox_dropped_;
+  }
+}
+
+void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
+  if (!on_) return;
+  if (last_negotiation_end_.size() <= n.tensor_id) last_negotiation_end_.resize(n.tensor_id + 1, 0);
+  ticks_.clear();
+  for (int r = 0; r < static_cast<int>(n.ready_ns.size()); ++r) ticks_.emplace_back(n.ready_ns[r], r);
+  std::sort(ticks_.begin(), ticks_.end());
+  // Clamp into [end of this tensor's previous negotiation, known_ns]: clock-offset uncertainty
+  // must not break the nesting of the negotiate lane.
+  const int64_t floor_ns = last_negotiation_end_[n.tensor_id];
+  auto clamp = [&](int64_t t) { return std::min(std::max(t, floor_ns), known_ns); };
+  const int64_t first = ticks_.front().first;
+  Record r;
+  r.tensor = n.tensor_id;
+  r.phase = negotiate_phase(n.op);
+  r.kind = RecordKind::kNegotiateBegin;
+  r.ts_ns = clamp(first);
+  emit(r);
+  for (const auto& [t, rank] : ticks_) {
+    Record tick;
+    tick.tensor = n.tensor_id;
+    tick.kind = RecordKind::kTick;
+    tick.phase = r.phase;
+    tick.ts_ns = clamp(t);
+    tick.args.tick.rank = rank;
+    tick.args.tick.lag_us = static_cast<double>(t - first) / 1e3;
+    emit(tick);
+  }
+  Record end = r;
+  end.kind = RecordKind::kNegotiateEnd;
+  end.ts_ns = std::max(known_ns, r.ts_ns);
+  end.args.negotiate.last_rank = ticks_.back().second;
+  end.args.negotiate.spread_us = static_cast<double>(ticks_.back().first - first) / 1e3;
+  end.args.negotiate.error_string = n.error.empty() ? 0 : strings_.intern(n.error);
+  emit(end);
+  last_negotiation_end_[n.tensor_id] = end.ts_ns;
+}
+
+void TimelineRecorder::cycle(int64_t cycle, int64_t now_ns) {
+  if (!mark_cycles()) return;
+  Record r;
+  r.kind = RecordKind::kCycle;
+  r.ts_ns = now_ns;
+  r.args.cycle.cycle = cycle;
+  emit(r);
+}
+
+void TimelineRecorder::instant(const std::string& name, const std::string& message,
+                               int64_t now_ns) {
+  if (!on_ || rank_ != 0) return;
+  Record r;
+  r.kind = RecordKind::kInstant;
+  r.ts_ns = now_ns;
+  r.args.instant.name_string = strings_.intern(name);
+  r.args.instant.message_string = strings_.intern(message);
+  emit(r);
+}
+
+void TimelineRecorder::processed(const Response& response, const std::vector<TensorEntry*>& entries,
+                                 int64_t arrival_ns, int64_t start_ns, int64_t end_ns,
+                                 const PhaseLog& log, const Status& status) {
+  if (!lanes_on()) return;
+  const uint32_t error = status.ok() ? 0 : strings_.intern(status.message());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorView& v = entries[i]->view;
+    Record begin;
+    begin.tensor = response.tensor_ids[i];
+    begin.rank = static_cast<int16_t>(rank_);
+    begin.kind = RecordKind::kOpBegin;
+    begin.phase = op_phase(response.op);
+    begin.ts_ns = arrival_ns;
+    auto& op = begin.args.op;
+    op.dtype = static_cast<uint8_t>(v.dtype);
+    op.ndim = static_cast<uint8_t>(std::min<size_t>(v.shape.size(), 255));
+    op.fused_tensors = static_cast<uint16_t>(std::min<size_t>(entries.size(), 65535));
+    op.bytes = static_cast<int64_t>(v.num_bytes());
+    for (size_t d = 0; d < v.shape.size() && d < timeline::kMaxInlineDims; ++d) op.dims[d] = v.shape[d];
+    emit(begin);
+    Record span = begin;
+    span.kind = RecordKind::kSpan;
+    span.args = {};
+    span.phase = Phase::kQueue;
+    span.ts_ns = arrival_ns;
+    span.end_ns = start_ns;
+    emit(span);
+    for (const PhaseLog::Span& s : log.spans) {
+      span.phase = s.phase;
+      span.ts_ns = s.begin_ns;
+      span.end_ns = s.end_ns;
+      emit(span);
+    }
+    Record end = begin;
+    end.kind = RecordKind::kOpEnd;
+    end.ts_ns = end_ns;
+    end.args.op.error_string = error;
+    emit(end);
+  }
+}
+
+void TimelineRecorder::ingest(const std::vector<Record>& records, const OffsetEstimator& offset) {
+  if (!writer_) return;
+  for (Record r : records) {
+    r.ts_ns = offset.to_rank0(r.ts_ns);
+    if (r.kind == RecordKind::kSpan) r.end_ns = offset.to_rank0(r.end_ns);
+    writer_->push(r);
+  }
+}
+
+std::vector<Record> TimelineRecorder::take_outbox() {
+  std::vector<Record> out;
+  out.swap(outbox_);
+  outbox_.reserve(std::min<size_t>(out.capacity(), kOutboxCapacity));
+  return out;
+}
+
+void TimelineRecorder::set_clock_offsets(std::vector<double> offsets_us,
+                                         std::vector<double> uncertainty_us) {
+  if (writer_) writer_->set_clock_offsets(std::move(offsets_us), std::move(uncertainty_us));
+}
+
+uint64_t TimelineRecorder::dropped() const {
+  return outbox_dropped_ + (writer_ ? writer_->dropped() : 0);
+}
+
+}  // namespace ranktime

@@ -1,0 +1,30 @@
+// Binary encoding of the messages in message.h. Decoding is defensive: a truncated or corrupt
+// buffer throws WireError, never reads out of bounds.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "message.h"
+
+namespace ranktime {
+
+class WireError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Longest tensor name the wire format carries (a u16 length prefix).
+inline constexpr size_t kMaxNameBytes = 65535;
+// Most dimensions a tensor may have.
+inline constexpr size_t kMaxDims = 64;
+
+void encode(const WorkerMessage& message, std::vector<uint8_t>* out);
+WorkerMessage decode_worker_message(const uint8_t* data, size_t size);
+
+void encode(const ResponseList& list, std::vector<uint8_t>* out);
+ResponseList decode_response_list(const uint8_t* data, size_t size);
+
+}  // namespace ranktime
