@@ -549,13 +549,15 @@ void Runtime::execute_control(const Response& response, const std::vector<Tensor
 }
 
 void Runtime::complete(TensorEntry* entry, const Status& status) {
-  entry->handle->complete(status);
+  auto handle = entry->handle;
   const std::string name = entry->request.name;  // the entry dies with its map node
   {
+    // Free the name before waking the waiter: it may reuse the name at once.
     std::lock_guard<std::mutex> lock(mutex_);
     names_in_flight_.erase(name);
   }
   in_flight_.erase(name);
+  handle->complete(status);
 }
 
 void Runtime::fail_everything(const std::string& reason) {

@@ -1,0 +1,174 @@
+// ranktime vs raw MPI in the same mpirun: prints medians and ratios for the four figures of
+// docs/benchmarks.md (large allreduce, ResNet-50 step, small-op latency, idle CPU).
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "ranktime/ranktime.h"
+#include "workload.h"
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Times fn() `reps` times on every rank in lockstep; returns rank 0's view of the slowest rank
+// per repetition (a collective finishes when its slowest rank does).
+std::vector<double> time_reps(MPI_Comm comm, int reps, const std::function<void()>& fn) {
+  std::vector<double> out;
+  for (int i = 0; i < reps; ++i) {
+    MPI_Barrier(comm);
+    double t0 = now_s();
+    fn();
+    double dt = now_s() - t0, worst = 0;
+    MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+    out.push_back(worst);
+  }
+  return out;
+}
+
+void check(const ranktime::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "bench: %s\n", s.message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ranktime vs raw MPI"};
+  std::string workload = "examples/workloads/resnet50.tsv";
+  int reps = 10, latency_reps = 2000;
+  double idle_s = 5;
+  app.add_option("--workload", workload)->capture_default_str();
+  app.add_option("--reps", reps)->capture_default_str();
+  app.add_option("--latency-reps", latency_reps)->capture_default_str();
+  app.add_option("--idle-seconds", idle_s)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  ranktime::init();
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  auto say = [&](const char* fmt, auto... args) {
+    if (rank == 0) std::printf(fmt, args...);
+    std::fflush(stdout);
+  };
+  say("ranks=%d (processors on this host: %u)\n", size, std::thread::hardware_concurrency());
+
+  // 1. One 64 MiB float32 tensor.
+  {
+    std::vector<float> a(16 << 20, 1.0f);
+    std::vector<double> raw, rt;
+    for (int i = 0; i < reps; ++i) {  // interleaved, so drift in machine load hits both alike
+      auto r = time_reps(comm, 1, [&] { MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()), MPI_FLOAT, MPI_SUM, comm); });
+      auto t = time_reps(comm, 1, [&] {
+        check(ranktime::allreduce_async({a.data(), ranktime::DataType::kFloat32, {int64_t(a.size())}}, "big").wait());
+      });
+      raw.push_back(r[0]);
+      rt.push_back(t[0]);
+    }
+    say("1. 64 MiB allreduce: raw %.2f ms, ranktime %.2f ms, ratio %.3f (target <= 1.05)\n",
+        median(raw) * 1e3, median(rt) * 1e3, median(rt) / median(raw));
+  }
+
+  // 2. The gradient set: ranktime step vs (a) one raw call per tensor and (b) one pre-packed call.
+  {
+    auto tensors = ranktime::examples::read_workload(workload);
+    std::vector<std::vector<float>> bufs;
+    size_t total = 0;
+    for (auto& t : tensors) {
+      bufs.emplace_back(t.elements, 1.0f);
+      total += t.elements;
+    }
+    std::vector<float> packed(total, 1.0f);
+    std::vector<ranktime::Handle> handles(tensors.size());
+    std::vector<double> a, b, rt;
+    for (int i = 0; i < reps; ++i) {
+      a.push_back(time_reps(comm, 1, [&] {
+        for (size_t k = bufs.size(); k-- > 0;)
+          MPI_Allreduce(MPI_IN_PLACE, bufs[k].data(), static_cast<int>(bufs[k].size()), MPI_FLOAT, MPI_SUM, comm);
+      })[0]);
+      b.push_back(time_reps(comm, 1, [&] {
+        MPI_Allreduce(MPI_IN_PLACE, packed.data(), static_cast<int>(packed.size()), MPI_FLOAT, MPI_SUM, comm);
+      })[0]);
+      rt.push_back(time_reps(comm, 1, [&] {
+        for (size_t k = bufs.size(); k-- > 0;) {
+          handles[k] = ranktime::allreduce_async(
+              {bufs[k].data(), ranktime::DataType::kFloat32, tensors[k].shape}, "grad." + tensors[k].name);
+        }
+        for (auto& h : handles) check(h.wait());
+      })[0]);
+    }
+    double best = std::min(median(a), median(b));
+    say("2. %s (%zu tensors, %.1f M floats): raw per-tensor %.2f ms, raw packed %.2f ms, ranktime %.2f ms, "
+        "ratio vs faster raw %.3f (target <= 1.15)\n",
+        workload.c_str(), tensors.size(), total / 1e6, median(a) * 1e3, median(b) * 1e3,
+        median(rt) * 1e3, median(rt) / best);
+  }
+
+  // 3. Latency of a synchronous 1-element allreduce.
+  {
+    float x = 1;
+    std::vector<double> raw, rt;
+    MPI_Barrier(comm);
+    for (int i = 0; i < latency_reps; ++i) {
+      double t0 = now_s();
+      MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_FLOAT, MPI_SUM, comm);
+      raw.push_back(now_s() - t0);
+    }
+    MPI_Barrier(comm);
+    for (int i = 0; i < latency_reps; ++i) {
+      double t0 = now_s();
+      check(ranktime::allreduce_async({&x, ranktime::DataType::kFloat32, {1}}, "latency").wait());
+      rt.push_back(now_s() - t0);
+    }
+    double m_raw = median(raw), m_rt = median(rt), mx = 0;
+    MPI_Reduce(&m_rt, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
+    say("3. 1-element allreduce latency: raw %.2f us, ranktime %.2f us (median of %d; target <= 50 us)\n",
+        m_raw * 1e6, mx * 1e6, latency_reps);
+  }
+
+  // 4. CPU used by an idle runtime (background thread only: this thread sleeps).
+  {
+    MPI_Barrier(comm);
+    double c0 = cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
+    double used = cpu_seconds() - c0, total = 0;
+    MPI_Reduce(&used, &total, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
+    say("4. idle CPU over %.0f s, summed over %d ranks: %.3f%% of one core (target < 2%%)\n", idle_s,
+        size, 100.0 * total / idle_s);
+  }
+
+  ranktime::shutdown();
+  MPI_Comm_free(&comm);
+  MPI_Finalize();
+  return 0;
+}
