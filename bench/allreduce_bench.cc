@@ -53,7 +53,8 @@ void check(const ranktime::Status& s) {
 double cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec +
+         u.ru_stime.tv_usec / 1e6;
 }
 
 }  // namespace
@@ -88,9 +89,13 @@ int main(int argc, char** argv) {
     std::vector<float> a(16 << 20, 1.0f);
     std::vector<double> raw, rt;
     for (int i = 0; i < reps; ++i) {  // interleaved, so drift in machine load hits both alike
-      auto r = time_reps(comm, 1, [&] { MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()), MPI_FLOAT, MPI_SUM, comm); });
+      auto r = time_reps(comm, 1, [&] {
+        MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()), MPI_FLOAT, MPI_SUM, comm);
+      });
       auto t = time_reps(comm, 1, [&] {
-        check(ranktime::allreduce_async({a.data(), ranktime::DataType::kFloat32, {int64_t(a.size())}}, "big").wait());
+        check(ranktime::allreduce_async(
+                  {a.data(), ranktime::DataType::kFloat32, {int64_t(a.size())}}, "big")
+                  .wait());
       });
       raw.push_back(r[0]);
       rt.push_back(t[0]);
@@ -114,21 +119,25 @@ int main(int argc, char** argv) {
     for (int i = 0; i < reps; ++i) {
       a.push_back(time_reps(comm, 1, [&] {
         for (size_t k = bufs.size(); k-- > 0;)
-          MPI_Allreduce(MPI_IN_PLACE, bufs[k].data(), static_cast<int>(bufs[k].size()), MPI_FLOAT, MPI_SUM, comm);
+          MPI_Allreduce(MPI_IN_PLACE, bufs[k].data(), static_cast<int>(bufs[k].size()), MPI_FLOAT,
+                        MPI_SUM, comm);
       })[0]);
       b.push_back(time_reps(comm, 1, [&] {
-        MPI_Allreduce(MPI_IN_PLACE, packed.data(), static_cast<int>(packed.size()), MPI_FLOAT, MPI_SUM, comm);
+        MPI_Allreduce(MPI_IN_PLACE, packed.data(), static_cast<int>(packed.size()), MPI_FLOAT,
+                      MPI_SUM, comm);
       })[0]);
       rt.push_back(time_reps(comm, 1, [&] {
         for (size_t k = bufs.size(); k-- > 0;) {
           handles[k] = ranktime::allreduce_async(
-              {bufs[k].data(), ranktime::DataType::kFloat32, tensors[k].shape}, "grad." + tensors[k].name);
+              {bufs[k].data(), ranktime::DataType::kFloat32, tensors[k].shape},
+              "grad." + tensors[k].name);
         }
         for (auto& h : handles) check(h.wait());
       })[0]);
     }
     double best = std::min(median(a), median(b));
-    say("2. %s (%zu tensors, %.1f M floats): raw per-tensor %.2f ms, raw packed %.2f ms, ranktime %.2f ms, "
+    say("2. %s (%zu tensors, %.1f M floats): raw per-tensor %.2f ms, raw packed %.2f ms, ranktime "
+        "%.2f ms, "
         "ratio vs faster raw %.3f (target <= 1.15)\n",
         workload.c_str(), tensors.size(), total / 1e6, median(a) * 1e3, median(b) * 1e3,
         median(rt) * 1e3, median(rt) / best);
@@ -152,7 +161,8 @@ int main(int argc, char** argv) {
     }
     double m_raw = median(raw), m_rt = median(rt), mx = 0;
     MPI_Reduce(&m_rt, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
-    say("3. 1-element allreduce latency: raw %.2f us, ranktime %.2f us (median of %d; target <= 50 us)\n",
+    say("3. 1-element allreduce latency: raw %.2f us, ranktime %.2f us (median of %d; target <= 50 "
+        "us)\n",
         m_raw * 1e6, mx * 1e6, latency_reps);
   }
 
@@ -163,8 +173,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::duration<double>(idle_s));
     double used = cpu_seconds() - c0, total = 0;
     MPI_Reduce(&used, &total, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
-    say("4. idle CPU over %.0f s, summed over %d ranks: %.3f%% of one core (target < 2%%)\n", idle_s,
-        size, 100.0 * total / idle_s);
+    say("4. idle CPU over %.0f s, summed over %d ranks: %.3f%% of one core (target < 2%%)\n",
+        idle_s, size, 100.0 * total / idle_s);
   }
 
   ranktime::shutdown();

@@ -19,32 +19,58 @@ using ranktime::DataType;
 
 // The gradient value of element i of tensor t on rank r: small integers, so every sum over up
 // to 32 ranks is exact in every dtype (int8 and float16 included).
-int grad_value(int r, int64_t t, int64_t i) { return (r % 3 + 1) * static_cast<int>((i + t) % 3 + 1); }
+int grad_value(int r, int64_t t, int64_t i) {
+  return (r % 3 + 1) * static_cast<int>((i + t) % 3 + 1);
+}
 
 double to_double(const uint8_t* p, DataType dtype) {
   switch (dtype) {
-    case DataType::kUInt8: return *p;
-    case DataType::kInt8: return *reinterpret_cast<const int8_t*>(p);
-    case DataType::kInt32: return *reinterpret_cast<const int32_t*>(p);
-    case DataType::kInt64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case DataType::kFloat16: return ranktime::half_to_float(*reinterpret_cast<const uint16_t*>(p));
-    case DataType::kBFloat16: return ranktime::bfloat16_to_float(*reinterpret_cast<const uint16_t*>(p));
-    case DataType::kFloat32: return *reinterpret_cast<const float*>(p);
-    case DataType::kFloat64: return *reinterpret_cast<const double*>(p);
+    case DataType::kUInt8:
+      return *p;
+    case DataType::kInt8:
+      return *reinterpret_cast<const int8_t*>(p);
+    case DataType::kInt32:
+      return *reinterpret_cast<const int32_t*>(p);
+    case DataType::kInt64:
+      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case DataType::kFloat16:
+      return ranktime::half_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DataType::kBFloat16:
+      return ranktime::bfloat16_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DataType::kFloat32:
+      return *reinterpret_cast<const float*>(p);
+    case DataType::kFloat64:
+      return *reinterpret_cast<const double*>(p);
   }
   return 0;
 }
 
 void from_double(double v, uint8_t* p, DataType dtype) {
   switch (dtype) {
-    case DataType::kUInt8: *p = static_cast<uint8_t>(v); break;
-    case DataType::kInt8: *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v); break;
-    case DataType::kInt32: *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
-    case DataType::kInt64: *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v); break;
-    case DataType::kFloat16: *reinterpret_cast<uint16_t*>(p) = ranktime::float_to_half(static_cast<float>(v)); break;
-    case DataType::kBFloat16: *reinterpret_cast<uint16_t*>(p) = ranktime::float_to_bfloat16(static_cast<float>(v)); break;
-    case DataType::kFloat32: *reinterpret_cast<float*>(p) = static_cast<float>(v); break;
-    case DataType::kFloat64: *reinterpret_cast<double*>(p) = v; break;
+    case DataType::kUInt8:
+      *p = static_cast<uint8_t>(v);
+      break;
+    case DataType::kInt8:
+      *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v);
+      break;
+    case DataType::kInt32:
+      *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);
+      break;
+    case DataType::kInt64:
+      *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v);
+      break;
+    case DataType::kFloat16:
+      *reinterpret_cast<uint16_t*>(p) = ranktime::float_to_half(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      *reinterpret_cast<uint16_t*>(p) = ranktime::float_to_bfloat16(static_cast<float>(v));
+      break;
+    case DataType::kFloat32:
+      *reinterpret_cast<float*>(p) = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      *reinterpret_cast<double*>(p) = v;
+      break;
   }
 }
 
@@ -89,14 +115,20 @@ int main(int argc, char** argv) {
   bool no_verify = false, quiet = false, no_barrier = false;
   app.add_option("--workload", workload_path, "workload file: name<TAB>shape<TAB>elements");
   app.add_option("--small-tensors", small_tensors, "instead of a file: this many small tensors");
-  app.add_option("--small-elements", small_elements, "elements per small tensor")->capture_default_str();
+  app.add_option("--small-elements", small_elements, "elements per small tensor")
+      ->capture_default_str();
   app.add_option("--steps", steps, "training steps")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
-  app.add_option("--dtype", dtype_name, "uint8 int8 int32 int64 float16 bfloat16 float32 float64")->capture_default_str();
-  app.add_option("--device", device, "cpu or gpu")->check(CLI::IsMember({"cpu", "gpu"}))->capture_default_str();
-  app.add_option("--slow-rank", slow_rank, "this rank sleeps --delay-ms before each step's submissions");
+  app.add_option("--dtype", dtype_name, "uint8 int8 int32 int64 float16 bfloat16 float32 float64")
+      ->capture_default_str();
+  app.add_option("--device", device, "cpu or gpu")
+      ->check(CLI::IsMember({"cpu", "gpu"}))
+      ->capture_default_str();
+  app.add_option("--slow-rank", slow_rank,
+                 "this rank sleeps --delay-ms before each step's submissions");
   app.add_option("--delay-ms", delay_ms, "the slow rank's delay per step")->capture_default_str();
-  app.add_option("--compute-us", compute_us, "simulated compute between two submissions")->capture_default_str();
+  app.add_option("--compute-us", compute_us, "simulated compute between two submissions")
+      ->capture_default_str();
   app.add_flag("--no-verify", no_verify, "skip checking the results");
   app.add_flag("--quiet", quiet, "print only the summary line");
   app.add_flag("--no-barrier", no_barrier, "do not line the ranks up before each step");
@@ -108,7 +140,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (device != "cpu") {
-    std::fprintf(stderr, "ranktime-synth: --device gpu needs ranktime's GPU path, which is not built here\n");
+    std::fprintf(
+        stderr,
+        "ranktime-synth: --device gpu needs ranktime's GPU path, which is not built here\n");
     return 2;
   }
   std::vector<ranktime::examples::WorkloadTensor> tensors;
@@ -145,7 +179,8 @@ int main(int argc, char** argv) {
   std::vector<ranktime::Handle> handles(tensors.size());
   int failures = 0;
   for (int step = 0; step < warmup + steps && failures == 0; ++step) {
-    for (size_t t = 0; t < tensors.size(); ++t) fill(buffers[t], *dtype, rank, t, tensors[t].elements);
+    for (size_t t = 0; t < tensors.size(); ++t)
+      fill(buffers[t], *dtype, rank, t, tensors[t].elements);
     // Untimed: every rank starts the step together, so the only skew is the slow rank's delay
     // (filling 100 MB takes uneven time when ranks share cores).
     if (!no_barrier) ranktime::barrier();
@@ -156,7 +191,8 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < tensors.size(); ++k) {
       size_t t = tensors.size() - 1 - k;  // backward: last layer first
       if (compute_us > 0 && k > 0) {
-        std::this_thread::sleep_for(std::chrono::nanoseconds(static_cast<int64_t>(compute_us * 1000)));
+        std::this_thread::sleep_for(
+            std::chrono::nanoseconds(static_cast<int64_t>(compute_us * 1000)));
       }
       ranktime::TensorView view{buffers[t].data(), *dtype, tensors[t].shape};
       handles[t] = ranktime::allreduce_async(view, "grad." + tensors[t].name);
@@ -168,7 +204,8 @@ int main(int argc, char** argv) {
         ++failures;
       }
     }
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (step >= warmup) {
       step_ms.push_back(ms);
       if (!quiet && rank == 0) std::printf("step %d: %.3f ms\n", step - warmup, ms);
@@ -178,8 +215,10 @@ int main(int argc, char** argv) {
         double got = 0, want = 0;
         int64_t bad = verify(buffers[t], *dtype, size, t, tensors[t].elements, &got, &want);
         if (bad >= 0) {
-          std::fprintf(stderr, "ranktime-synth rank %d: step %d tensor '%s' element %lld is %g, expected %g\n",
-                       rank, step, tensors[t].name.c_str(), static_cast<long long>(bad), got, want);
+          std::fprintf(
+              stderr,
+              "ranktime-synth rank %d: step %d tensor '%s' element %lld is %g, expected %g\n", rank,
+              step, tensors[t].name.c_str(), static_cast<long long>(bad), got, want);
           ++failures;
           break;
         }
@@ -191,11 +230,12 @@ int main(int argc, char** argv) {
     std::vector<double> sorted = step_ms;
     std::sort(sorted.begin(), sorted.end());
     double mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
-    std::printf("ranktime-synth: ranks=%d tensors=%zu bytes=%lld dtype=%s steps=%zu median_step_ms=%.3f "
-                "mean_step_ms=%.3f min_step_ms=%.3f verify=%s\n",
-                size, tensors.size(), static_cast<long long>(total_bytes), dtype_name.c_str(),
-                step_ms.size(), sorted[sorted.size() / 2], mean, sorted.front(),
-                no_verify ? "skipped" : (failures ? "FAILED" : "ok"));
+    std::printf(
+        "ranktime-synth: ranks=%d tensors=%zu bytes=%lld dtype=%s steps=%zu median_step_ms=%.3f "
+        "mean_step_ms=%.3f min_step_ms=%.3f verify=%s\n",
+        size, tensors.size(), static_cast<long long>(total_bytes), dtype_name.c_str(),
+        step_ms.size(), sorted[sorted.size() / 2], mean, sorted.front(),
+        no_verify ? "skipped" : (failures ? "FAILED" : "ok"));
   }
   return failures ? 1 : 0;
 }

@@ -15,7 +15,8 @@ std::vector<WorkloadTensor> read_workload(const std::string& path) {
   for (int lineno = 1; std::getline(in, line); ++lineno) {
     if (line.empty() || line[0] == '#') continue;
     auto bad = [&](const std::string& why) {
-      return std::runtime_error(path + ":" + std::to_string(lineno) + ": " + why + ": '" + line + "'");
+      return std::runtime_error(path + ":" + std::to_string(lineno) + ": " + why + ": '" + line +
+                                "'");
     };
     std::istringstream fields(line);
     WorkloadTensor t;
@@ -49,7 +50,8 @@ std::vector<WorkloadTensor> read_workload(const std::string& path) {
 
 std::vector<WorkloadTensor> synthetic_workload(int count, int64_t elements) {
   std::vector<WorkloadTensor> out;
-  for (int i = 0; i < count; ++i) out.push_back({"small." + std::to_string(i), {elements}, elements});
+  for (int i = 0; i < count; ++i)
+    out.push_back({"small." + std::to_string(i), {elements}, elements});
   return out;
 }
 

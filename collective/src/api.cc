@@ -109,7 +109,8 @@ Handle allgather_async(const TensorView& tensor, const std::string& name) {
 }
 
 Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name) {
-  return runtime("broadcast_async()").submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank);
+  return runtime("broadcast_async()")
+      .submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank);
 }
 
 Status barrier() {
@@ -124,7 +125,9 @@ Status start_timeline(const std::string& path, bool mark_cycles) {
 }
 
 Status stop_timeline() {
-  return runtime("stop_timeline()").submit(OpType::kTimelineStop, TensorView{}, "ranktime.timeline").wait();
+  return runtime("stop_timeline()")
+      .submit(OpType::kTimelineStop, TensorView{}, "ranktime.timeline")
+      .wait();
 }
 
 }  // namespace ranktime

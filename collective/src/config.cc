@@ -54,11 +54,16 @@ LogLevel parse_log_level(const char* name, const std::string& v) {
 
 const char* log_level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kTrace: return "trace";
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarning: return "warning";
-    case LogLevel::kError: return "error";
+    case LogLevel::kTrace:
+      return "trace";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
   }
   return "?";
 }
@@ -67,8 +72,10 @@ Config parse_config(const EnvLookup& lookup) {
   Config c;
   auto get = [&](const char* name) { return lookup(name); };
   if (auto v = get("TIMELINE_FILENAME")) c.timeline_filename = *v;
-  if (auto v = get("TIMELINE_MARK_CYCLES")) c.timeline_mark_cycles = parse_bool("TIMELINE_MARK_CYCLES", *v);
-  if (auto v = get("TIMELINE_ALL_RANKS")) c.timeline_all_ranks = parse_bool("TIMELINE_ALL_RANKS", *v);
+  if (auto v = get("TIMELINE_MARK_CYCLES"))
+    c.timeline_mark_cycles = parse_bool("TIMELINE_MARK_CYCLES", *v);
+  if (auto v = get("TIMELINE_ALL_RANKS"))
+    c.timeline_all_ranks = parse_bool("TIMELINE_ALL_RANKS", *v);
   if (auto v = get("RANKTIME_FUSION_THRESHOLD"))
     c.fusion_threshold = parse_int("RANKTIME_FUSION_THRESHOLD", *v, 0, "a byte count >= 0");
   if (auto v = get("RANKTIME_FUSION_MAX_TENSOR"))

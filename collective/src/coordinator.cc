@@ -50,7 +50,8 @@ int64_t request_bytes(const Request& q) {
 std::string validate_requests(const std::vector<Request>& by_rank) {
   const std::string prefix = "tensor '" + by_rank.at(0).name + "': ";
   for (size_t r = 0; r < by_rank.size(); ++r) {
-    if (!by_rank[r].error.empty()) return prefix + "rank " + std::to_string(r) + ": " + by_rank[r].error;
+    if (!by_rank[r].error.empty())
+      return prefix + "rank " + std::to_string(r) + ": " + by_rank[r].error;
   }
   std::string d = describe_difference(by_rank, "operation",
                                       [](const Request& q) { return op_type_name(q.op); });

@@ -19,8 +19,8 @@ void set_log_context(int rank, LogLevel level) {
 bool log_enabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
 
 void log_line(LogLevel level, const std::string& message) {
-  std::string line = "[ranktime " + std::to_string(g_rank.load()) + "] " +
-                     log_level_name(level) + ": " + message + "\n";
+  std::string line = "[ranktime " + std::to_string(g_rank.load()) + "] " + log_level_name(level) +
+                     ": " + message + "\n";
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
   (void)ignored;
 }

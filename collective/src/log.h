@@ -14,11 +14,11 @@ void log_line(LogLevel level, const std::string& message);
 
 }  // namespace ranktime
 
-#define RANKTIME_LOG(level, expr)                                          \
-  do {                                                                     \
-    if (::ranktime::log_enabled(::ranktime::LogLevel::level)) {            \
-      std::ostringstream ranktime_log_stream_;                             \
-      ranktime_log_stream_ << expr;                                        \
+#define RANKTIME_LOG(level, expr)                                                    \
+  do {                                                                               \
+    if (::ranktime::log_enabled(::ranktime::LogLevel::level)) {                      \
+      std::ostringstream ranktime_log_stream_;                                       \
+      ranktime_log_stream_ << expr;                                                  \
       ::ranktime::log_line(::ranktime::LogLevel::level, ranktime_log_stream_.str()); \
-    }                                                                      \
+    }                                                                                \
   } while (0)

@@ -52,8 +52,8 @@ struct WorkerMessage {
   std::vector<Request> requests;
   std::vector<timeline::Record> records;  // this rank's timeline records, on its own clock
   ClockEcho clock;
-  bool shutdown = false;  // this rank called shutdown()
-  bool final = false;     // this rank has left its loop: last message it sends
+  bool shutdown = false;      // this rank called shutdown()
+  bool final = false;         // this rank has left its loop: last message it sends
   bool timeline_ack = false;  // this rank has stopped its timeline; `records` are its last
 };
 

@@ -21,10 +21,18 @@ void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
   for (int i = 0; i < *len; ++i) {
     float x = ToFloat(a[i]), y = ToFloat(b[i]), r;
     switch (Op) {
-      case ReduceOp::kMin: r = std::min(x, y); break;
-      case ReduceOp::kMax: r = std::max(x, y); break;
-      case ReduceOp::kProduct: r = x * y; break;
-      default: r = x + y; break;
+      case ReduceOp::kMin:
+        r = std::min(x, y);
+        break;
+      case ReduceOp::kMax:
+        r = std::max(x, y);
+        break;
+      case ReduceOp::kProduct:
+        r = x * y;
+        break;
+      default:
+        r = x + y;
+        break;
     }
     b[i] = FromFloat(r);
   }
@@ -41,10 +49,14 @@ void create_ops(MPI_Op* ops) {
 
 MPI_Op standard_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kProduct: return MPI_PROD;
-    default: return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
+    default:
+      return MPI_SUM;
   }
 }
 
@@ -53,9 +65,10 @@ Status mpi_status(int rc, const char* what, const Response& r) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, text, &len);
-  return Status::Error(std::string(what) + " failed for tensor '" + r.names.at(0) + "'" +
-                       (r.names.size() > 1 ? " (and " + std::to_string(r.names.size() - 1) + " fused)" : "") +
-                       ": " + std::string(text, len));
+  return Status::Error(
+      std::string(what) + " failed for tensor '" + r.names.at(0) + "'" +
+      (r.names.size() > 1 ? " (and " + std::to_string(r.names.size() - 1) + " fused)" : "") + ": " +
+      std::string(text, len));
 }
 
 template <typename T>
@@ -95,12 +108,24 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 
 void divide_in_place(void* data, int64_t n, DataType dtype, int divisor) {
   switch (dtype) {
-    case DataType::kUInt8: divide_typed(static_cast<uint8_t*>(data), n, divisor); break;
-    case DataType::kInt8: divide_typed(static_cast<int8_t*>(data), n, divisor); break;
-    case DataType::kInt32: divide_typed(static_cast<int32_t*>(data), n, divisor); break;
-    case DataType::kInt64: divide_typed(static_cast<int64_t*>(data), n, divisor); break;
-    case DataType::kFloat32: divide_typed(static_cast<float*>(data), n, divisor); break;
-    case DataType::kFloat64: divide_typed(static_cast<double*>(data), n, divisor); break;
+    case DataType::kUInt8:
+      divide_typed(static_cast<uint8_t*>(data), n, divisor);
+      break;
+    case DataType::kInt8:
+      divide_typed(static_cast<int8_t*>(data), n, divisor);
+      break;
+    case DataType::kInt32:
+      divide_typed(static_cast<int32_t*>(data), n, divisor);
+      break;
+    case DataType::kInt64:
+      divide_typed(static_cast<int64_t*>(data), n, divisor);
+      break;
+    case DataType::kFloat32:
+      divide_typed(static_cast<float*>(data), n, divisor);
+      break;
+    case DataType::kFloat64:
+      divide_typed(static_cast<double*>(data), n, divisor);
+      break;
     case DataType::kFloat16:
       divide16<half_to_float, float_to_half>(static_cast<uint16_t*>(data), n, divisor);
       break;
@@ -143,12 +168,24 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   MPI_Datatype type;
   MPI_Op mpi_op = standard_op(op);
   switch (dtype) {
-    case DataType::kUInt8: type = MPI_UINT8_T; break;
-    case DataType::kInt8: type = MPI_INT8_T; break;
-    case DataType::kInt32: type = MPI_INT32_T; break;
-    case DataType::kInt64: type = MPI_INT64_T; break;
-    case DataType::kFloat32: type = MPI_FLOAT; break;
-    case DataType::kFloat64: type = MPI_DOUBLE; break;
+    case DataType::kUInt8:
+      type = MPI_UINT8_T;
+      break;
+    case DataType::kInt8:
+      type = MPI_INT8_T;
+      break;
+    case DataType::kInt32:
+      type = MPI_INT32_T;
+      break;
+    case DataType::kInt64:
+      type = MPI_INT64_T;
+      break;
+    case DataType::kFloat32:
+      type = MPI_FLOAT;
+      break;
+    case DataType::kFloat64:
+      type = MPI_DOUBLE;
+      break;
     case DataType::kFloat16:
       type = half_type_;
       mpi_op = half_ops_[0][static_cast<int>(op)];
@@ -173,10 +210,14 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
 Status MpiBackend::execute(const Response& response, const std::vector<TensorEntry*>& entries,
                            PhaseLog* log) {
   switch (response.op) {
-    case OpType::kAllreduce: return allreduce(response, entries, log);
-    case OpType::kAllgather: return allgather(response, entries.at(0), log);
-    case OpType::kBroadcast: return broadcast(response, entries, log);
-    default: return Status::Ok();  // barrier and timeline control move no data
+    case OpType::kAllreduce:
+      return allreduce(response, entries, log);
+    case OpType::kAllgather:
+      return allgather(response, entries.at(0), log);
+    case OpType::kBroadcast:
+      return broadcast(response, entries, log);
+    default:
+      return Status::Ok();  // barrier and timeline control move no data
   }
 }
 
@@ -219,8 +260,9 @@ Status MpiBackend::allgather(const Response& response, TensorEntry* entry, Phase
   for (int r = 0; r < size_; ++r) {
     int64_t bytes = response.first_dims.at(r) * row_bytes;
     if (bytes > INT_MAX || offset > INT_MAX) {
-      return Status::Error("tensor '" + response.names[0] +
-                           "': allgather output exceeds 2 GiB, which MPI_Allgatherv cannot address");
+      return Status::Error(
+          "tensor '" + response.names[0] +
+          "': allgather output exceeds 2 GiB, which MPI_Allgatherv cannot address");
     }
     counts[r] = static_cast<int>(bytes);
     displs[r] = static_cast<int>(offset);

@@ -46,7 +46,8 @@ std::string check_view(const TensorView& v) {
   if (static_cast<int>(v.dtype) >= kNumDataTypes) {
     return "invalid dtype value " + std::to_string(static_cast<int>(v.dtype));
   }
-  if (v.shape.size() > 64) return "shape has " + std::to_string(v.shape.size()) + " dimensions (most: 64)";
+  if (v.shape.size() > 64)
+    return "shape has " + std::to_string(v.shape.size()) + " dimensions (most: 64)";
   int64_t elements = 1;
   for (int64_t d : v.shape) {
     if (d < 0) return "negative dimension in shape " + shape_str(v.shape);
@@ -72,8 +73,7 @@ std::string check_view(const TensorView& v) {
 
 }  // namespace
 
-Runtime::Runtime(const Config& config)
-    : config_(config), clock_(config.test_clock_skew_us * 1000) {
+Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clock_skew_us * 1000) {
   MPI_Comm_dup(MPI_COMM_WORLD, &control_);
   MPI_Comm_dup(MPI_COMM_WORLD, &data_);
   MPI_Comm_rank(control_, &rank_);
@@ -116,9 +116,10 @@ Runtime::Runtime(const Config& config)
   if (settings[0]) {
     int opened = 1;
     if (rank_ == 0) {
-      opened = timeline_->start(config_.timeline_filename, settings[1], timeline_all_ranks_,
-                                run_metadata())
-                   .ok();
+      opened =
+          timeline_
+              ->start(config_.timeline_filename, settings[1], timeline_all_ranks_, run_metadata())
+              .ok();
     }
     MPI_Bcast(&opened, 1, MPI_INT, 0, control_);
     if (opened && rank_ != 0) timeline_->start("", settings[1], timeline_all_ranks_, {});
@@ -150,7 +151,8 @@ void Runtime::sync_clocks() {
         offsets_[r].add({t0, reply[0], reply[1], clock_.now_ns()});
       }
       RANKTIME_LOG(kDebug, "clock offset of rank " << r << ": " << offsets_[r].offset_ns() / 1e3
-                                                   << " us +- " << offsets_[r].uncertainty_ns() / 1e3);
+                                                   << " us +- "
+                                                   << offsets_[r].uncertainty_ns() / 1e3);
     }
   } else {
     for (int k = 0; k < kClockSyncRounds; ++k) {
@@ -212,9 +214,11 @@ Handle Runtime::submit(OpType op, const TensorView& view, const std::string& nam
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_) {
-      local_error = "ranktime has shut down (" + stop_reason_ + "); tensor '" + name + "' was not submitted";
+      local_error =
+          "ranktime has shut down (" + stop_reason_ + "); tensor '" + name + "' was not submitted";
     } else if (local_error.empty() && names_in_flight_.count(name)) {
-      local_error = "tensor '" + name + "' was submitted twice while in flight: wait for the first "
+      local_error = "tensor '" + name +
+                    "' was submitted twice while in flight: wait for the first "
                     "operation to complete before reusing its name";
     }
     if (local_error.empty()) {
@@ -412,7 +416,8 @@ bool Runtime::coordinator_step() {
   list.cycle = ++cycle_;
   list.sent_ns = now;
   list.shutdown = shutdown_now;
-  if (shutdown_now) list.shutdown_reason = "rank " + std::to_string(shutdown_from_) + " called shutdown()";
+  if (shutdown_now)
+    list.shutdown_reason = "rank " + std::to_string(shutdown_from_) + " called shutdown()";
   timeline_->cycle(cycle_, now);
   if (size_ > 1) {
     auto buffer = std::make_shared<std::vector<uint8_t>>();
@@ -489,14 +494,16 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
     for (const std::string& name : r.names) {
       auto it = in_flight_.find(name);
       if (it == in_flight_.end()) {
-        RANKTIME_LOG(kError, "rank 0 scheduled tensor '" << name << "', which this rank never submitted");
+        RANKTIME_LOG(kError,
+                     "rank 0 scheduled tensor '" << name << "', which this rank never submitted");
         continue;
       }
       entries_scratch_.push_back(it->second.get());
     }
     if (entries_scratch_.size() != r.names.size()) {
       for (TensorEntry* e : entries_scratch_) {
-        complete(e, Status::Error("tensor '" + e->request.name + "': internal error: inconsistent response"));
+        complete(e, Status::Error("tensor '" + e->request.name +
+                                  "': internal error: inconsistent response"));
       }
       continue;
     }
@@ -508,7 +515,8 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
     if (r.error.empty()) {
       const int64_t start = clock_.now_ns();
       status = backend_->execute(r, entries_scratch_, &phase_log_);
-      timeline_->processed(r, entries_scratch_, arrival_ns, start, clock_.now_ns(), phase_log_, status);
+      timeline_->processed(r, entries_scratch_, arrival_ns, start, clock_.now_ns(), phase_log_,
+                           status);
       phase_log_.clear();
     } else {
       status = Status::Error(r.error);
@@ -569,8 +577,10 @@ void Runtime::fail_everything(const std::string& reason) {
     submitted.swap(submitted_);
     names_in_flight_.clear();
   }
-  for (auto& e : submitted) e->handle->complete(Status::Error(reason + "; tensor '" + e->request.name + "' did not run"));
-  for (auto& [name, e] : in_flight_) e->handle->complete(Status::Error(reason + "; tensor '" + name + "' did not run"));
+  for (auto& e : submitted)
+    e->handle->complete(Status::Error(reason + "; tensor '" + e->request.name + "' did not run"));
+  for (auto& [name, e] : in_flight_)
+    e->handle->complete(Status::Error(reason + "; tensor '" + name + "' did not run"));
   in_flight_.clear();
   if (coordinator_) coordinator_->drain();
 }

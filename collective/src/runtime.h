@@ -99,16 +99,16 @@ class Runtime {
   std::unordered_map<std::string, std::unique_ptr<TensorEntry>> in_flight_;
   std::unique_ptr<MpiBackend> backend_;
   std::unique_ptr<TimelineRecorder> timeline_;
-  std::unique_ptr<Coordinator> coordinator_;   // rank 0
-  std::vector<OffsetEstimator> offsets_;       // rank 0, per rank
-  std::vector<int64_t> finals_;                // rank 0: final messages seen, per rank
-  std::vector<int64_t> timeline_acks_;         // rank 0: timeline-stop acks seen, per rank
-  int64_t timeline_stops_ = 0;                 // rank 0: timeline stops executed
-  bool timeline_all_ranks_ = true;             // agreed at start-up (rank 0's setting)
-  int shutdown_from_ = -1;                     // rank 0: first rank that asked to shut down
-  bool shutdown_announced_ = false;            // this rank told rank 0 (or, on rank 0, everyone)
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0
+  std::vector<OffsetEstimator> offsets_;      // rank 0, per rank
+  std::vector<int64_t> finals_;               // rank 0: final messages seen, per rank
+  std::vector<int64_t> timeline_acks_;        // rank 0: timeline-stop acks seen, per rank
+  int64_t timeline_stops_ = 0;                // rank 0: timeline stops executed
+  bool timeline_all_ranks_ = true;            // agreed at start-up (rank 0's setting)
+  int shutdown_from_ = -1;                    // rank 0: first rank that asked to shut down
+  bool shutdown_announced_ = false;           // this rank told rank 0 (or, on rank 0, everyone)
   int64_t cycle_ = 0;
-  ClockEcho echo_;                             // worker: last response list's timestamps
+  ClockEcho echo_;  // worker: last response list's timestamps
   struct PendingSend {
     MPI_Request request;
     std::shared_ptr<std::vector<uint8_t>> buffer;

@@ -18,19 +18,27 @@ constexpr size_t kOutboxCapacity = size_t{1} << 16;
 
 Phase op_phase(OpType op) {
   switch (op) {
-    case OpType::kAllgather: return Phase::kAllgather;
-    case OpType::kBroadcast: return Phase::kBroadcast;
-    case OpType::kBarrier: return Phase::kBarrier;
-    default: return Phase::kAllreduce;
+    case OpType::kAllgather:
+      return Phase::kAllgather;
+    case OpType::kBroadcast:
+      return Phase::kBroadcast;
+    case OpType::kBarrier:
+      return Phase::kBarrier;
+    default:
+      return Phase::kAllreduce;
   }
 }
 
 Phase negotiate_phase(OpType op) {
   switch (op) {
-    case OpType::kAllgather: return Phase::kNegotiateAllgather;
-    case OpType::kBroadcast: return Phase::kNegotiateBroadcast;
-    case OpType::kBarrier: return Phase::kNegotiateBarrier;
-    default: return Phase::kNegotiateAllreduce;
+    case OpType::kAllgather:
+      return Phase::kNegotiateAllgather;
+    case OpType::kBroadcast:
+      return Phase::kNegotiateBroadcast;
+    case OpType::kBarrier:
+      return Phase::kNegotiateBarrier;
+    default:
+      return Phase::kNegotiateAllreduce;
   }
 }
 
@@ -90,7 +98,8 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
   if (!on_) return;
   if (last_negotiation_end_.size() <= n.tensor_id) last_negotiation_end_.resize(n.tensor_id + 1, 0);
   ticks_.clear();
-  for (int r = 0; r < static_cast<int>(n.ready_ns.size()); ++r) ticks_.emplace_back(n.ready_ns[r], r);
+  for (int r = 0; r < static_cast<int>(n.ready_ns.size()); ++r)
+    ticks_.emplace_back(n.ready_ns[r], r);
   std::sort(ticks_.begin(), ticks_.end());
   // Clamp into [end of this tensor's previous negotiation, known_ns]: clock-offset uncertainty
   // must not break the nesting of the negotiate lane.
@@ -161,7 +170,8 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
     op.ndim = static_cast<uint8_t>(std::min<size_t>(v.shape.size(), 255));
     op.fused_tensors = static_cast<uint16_t>(std::min<size_t>(entries.size(), 65535));
     op.bytes = static_cast<int64_t>(v.num_bytes());
-    for (size_t d = 0; d < v.shape.size() && d < timeline::kMaxInlineDims; ++d) op.dims[d] = v.shape[d];
+    for (size_t d = 0; d < v.shape.size() && d < timeline::kMaxInlineDims; ++d)
+      op.dims[d] = v.shape[d];
     emit(begin);
     Record span = begin;
     span.kind = RecordKind::kSpan;

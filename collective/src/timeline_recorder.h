@@ -9,8 +9,8 @@
 
 #include "clock.h"
 #include "coordinator.h"
-#include "tensor_entry.h"
 #include "ranktime/timeline/trace_writer.h"
+#include "tensor_entry.h"
 
 namespace ranktime {
 
@@ -64,7 +64,7 @@ class TimelineRecorder {
   std::unique_ptr<timeline::TraceWriter> writer_;  // rank 0
   std::vector<timeline::Record> outbox_;           // other ranks
   uint64_t outbox_dropped_ = 0;
-  std::vector<int64_t> last_negotiation_end_;  // per tensor id: keeps each lane ordered
+  std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
   std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
 };
 

@@ -21,7 +21,9 @@ class Writer {
     out_->insert(out_->end(), p, p + sizeof(T));
   }
   void str(const std::string& s, size_t max) {
-    if (s.size() > max) throw WireError("string of " + std::to_string(s.size()) + " bytes exceeds the wire limit of " + std::to_string(max));
+    if (s.size() > max)
+      throw WireError("string of " + std::to_string(s.size()) +
+                      " bytes exceeds the wire limit of " + std::to_string(max));
     if (max <= 0xffff) {
       pod(static_cast<uint16_t>(s.size()));
     } else {
@@ -56,7 +58,8 @@ class Reader {
   }
   std::string str(size_t max, const char* what) {
     size_t n = max <= 0xffff ? pod<uint16_t>(what) : pod<uint32_t>(what);
-    if (n > max) throw WireError(std::string(what) + ": length " + std::to_string(n) + " over limit");
+    if (n > max)
+      throw WireError(std::string(what) + ": length " + std::to_string(n) + " over limit");
     need(n, what);
     std::string s(reinterpret_cast<const char*>(p_), n);
     p_ += n;
@@ -65,7 +68,8 @@ class Reader {
   template <typename T>
   std::vector<T> vec(const char* what, size_t max_count = SIZE_MAX) {
     auto n = pod<uint32_t>(what);
-    if (n > max_count) throw WireError(std::string(what) + ": count " + std::to_string(n) + " over limit");
+    if (n > max_count)
+      throw WireError(std::string(what) + ": count " + std::to_string(n) + " over limit");
     need(static_cast<size_t>(n) * sizeof(T), what);
     std::vector<T> v(n);
     if (n) std::memcpy(v.data(), p_, n * sizeof(T));
@@ -194,7 +198,8 @@ void encode(const ResponseList& l, std::vector<uint8_t>* out) {
 
 ResponseList decode_response_list(const uint8_t* data, size_t size) {
   Reader r(data, size);
-  if (r.pod<uint32_t>("magic") != kResponseMagic) throw WireError("not a response list (bad magic)");
+  if (r.pod<uint32_t>("magic") != kResponseMagic)
+    throw WireError("not a response list (bad magic)");
   ResponseList l;
   l.sent_ns = r.pod<int64_t>("sent_ns");
   l.cycle = r.pod<int64_t>("cycle");
@@ -219,12 +224,18 @@ ResponseList decode_response_list(const uint8_t* data, size_t size) {
 
 const char* op_type_name(OpType op) {
   switch (op) {
-    case OpType::kAllreduce: return "allreduce";
-    case OpType::kAllgather: return "allgather";
-    case OpType::kBroadcast: return "broadcast";
-    case OpType::kBarrier: return "barrier";
-    case OpType::kTimelineStart: return "timeline_start";
-    case OpType::kTimelineStop: return "timeline_stop";
+    case OpType::kAllreduce:
+      return "allreduce";
+    case OpType::kAllgather:
+      return "allgather";
+    case OpType::kBroadcast:
+      return "broadcast";
+    case OpType::kBarrier:
+      return "barrier";
+    case OpType::kTimelineStart:
+      return "timeline_start";
+    case OpType::kTimelineStop:
+      return "timeline_stop";
   }
   return "invalid";
 }

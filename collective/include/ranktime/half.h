@@ -42,7 +42,7 @@ inline uint16_t float_to_half(float f) {
     return static_cast<uint16_t>(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
   }
   if (abs >= 0x477ff000) return static_cast<uint16_t>(sign | 0x7c00);  // rounds to inf
-  if (abs < 0x38800000) {  // subnormal or zero in half
+  if (abs < 0x38800000) {                                              // subnormal or zero in half
     if (abs < 0x33000000) return static_cast<uint16_t>(sign);
     uint32_t exp = abs >> 23;
     uint32_t man = (abs & 0x7fffff) | 0x800000;

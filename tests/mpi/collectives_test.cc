@@ -1,0 +1,414 @@
+// Every collective, dtype and reduction checked exactly against a reference computed here, on
+// 2 and 4 real ranks; fused and unfused (ctest runs this with several fusion thresholds).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ranktime/half.h"
+#include "ranktime/ranktime.h"
+
+namespace {
+
+using ranktime::DataType;
+using ranktime::ReduceOp;
+
+const DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                              DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+                              DataType::kFloat32, DataType::kFloat64};
+const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kProduct};
+
+// A typed buffer that converts to and from double, so one test body covers every dtype.
+class Buffer {
+ public:
+  Buffer(DataType dtype, int64_t n)
+      : dtype_(dtype), n_(n), bytes_(n * ranktime::dtype_size(dtype) + 8) {}
+  void* data() { return bytes_.data(); }
+  int64_t size() const { return n_; }
+  void set(int64_t i, double v) {
+    uint8_t* p = &bytes_[i * ranktime::dtype_size(dtype_)];
+    switch (dtype_) {
+      case DataType::kUInt8:
+        *p = static_cast<uint8_t>(v);
+        break;
+      case DataType::kInt8:
+        store<int8_t>(p, v);
+        break;
+      case DataType::kInt32:
+        store<int32_t>(p, v);
+        break;
+      case DataType::kInt64:
+        store<int64_t>(p, v);
+        break;
+      case DataType::kFloat16:
+        store<uint16_t>(p, ranktime::float_to_half(static_cast<float>(v)), true);
+        break;
+      case DataType::kBFloat16:
+        store<uint16_t>(p, ranktime::float_to_bfloat16(static_cast<float>(v)), true);
+        break;
+      case DataType::kFloat32:
+        store<float>(p, v);
+        break;
+      case DataType::kFloat64:
+        store<double>(p, v);
+        break;
+    }
+  }
+  double get(int64_t i) const {
+    const uint8_t* p = &bytes_[i * ranktime::dtype_size(dtype_)];
+    switch (dtype_) {
+      case DataType::kUInt8:
+        return *p;
+      case DataType::kInt8:
+        return load<int8_t>(p);
+      case DataType::kInt32:
+        return load<int32_t>(p);
+      case DataType::kInt64:
+        return static_cast<double>(load<int64_t>(p));
+      case DataType::kFloat16:
+        return ranktime::half_to_float(load<uint16_t>(p));
+      case DataType::kBFloat16:
+        return ranktime::bfloat16_to_float(load<uint16_t>(p));
+      case DataType::kFloat32:
+        return load<float>(p);
+      case DataType::kFloat64:
+        return load<double>(p);
+    }
+    return 0;
+  }
+
+ private:
+  template <typename T>
+  static void store(uint8_t* p, double v, bool raw = false) {
+    T t = raw ? static_cast<T>(v) : static_cast<T>(v);
+    std::memcpy(p, &t, sizeof(T));
+  }
+  template <typename T>
+  static T load(const uint8_t* p) {
+    T t;
+    std::memcpy(&t, p, sizeof(T));
+    return t;
+  }
+  DataType dtype_;
+  int64_t n_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Rank r's input at element i: small positive integers (1..4; 1..2 for products), so that every
+// reduction over up to 8 ranks is exact in every dtype, int8 included.
+double input(ReduceOp op, int r, int64_t i) {
+  return op == ReduceOp::kProduct ? 1 + (r + i) % 2 : 1 + (r * 7 + i) % 4;
+}
+
+// The reference result, rounded as the runtime rounds: average divides in the tensor's own type.
+double expected(DataType dtype, ReduceOp op, int size, int64_t i) {
+  double acc = input(op, 0, i);
+  for (int r = 1; r < size; ++r) {
+    double x = input(op, r, i);
+    switch (op) {
+      case ReduceOp::kMin:
+        acc = std::min(acc, x);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, x);
+        break;
+      case ReduceOp::kProduct:
+        acc *= x;
+        break;
+      default:
+        acc += x;
+        break;
+    }
+  }
+  if (op != ReduceOp::kAverage) return acc;
+  switch (dtype) {
+    case DataType::kFloat64:
+      return acc / size;
+    case DataType::kFloat32:
+      return static_cast<float>(acc) / size;
+    case DataType::kFloat16:
+      return ranktime::half_to_float(ranktime::float_to_half(static_cast<float>(acc) / size));
+    case DataType::kBFloat16:
+      return ranktime::bfloat16_to_float(
+          ranktime::float_to_bfloat16(static_cast<float>(acc) / size));
+    default:
+      return static_cast<double>(static_cast<int64_t>(acc) / size);  // truncates
+  }
+}
+
+std::string label(DataType dtype, ReduceOp op) {
+  return std::string(ranktime::dtype_name(dtype)) + "." + ranktime::reduce_op_name(op);
+}
+
+TEST(Collectives, AllreduceEveryDtypeAndReduction) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  // Three tensors per (dtype, reduction), all submitted at once: with fusion on they share a
+  // fusion buffer; alone (n large, or fusion off) each is reduced in place.
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{70001}}) {
+    struct Item {
+      DataType dtype;
+      ReduceOp op;
+      Buffer buffer;
+      std::string name;
+      ranktime::Handle handle;
+    };
+    std::vector<Item> items;
+    for (DataType dtype : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        for (int64_t len : {n, n + 1, int64_t{7}}) {
+          items.push_back({dtype,
+                           op,
+                           Buffer(dtype, len),
+                           "allreduce." + label(dtype, op) + "." + std::to_string(n) + "." +
+                               std::to_string(len),
+                           {}});
+        }
+      }
+    }
+    for (Item& it : items) {
+      for (int64_t i = 0; i < it.buffer.size(); ++i) it.buffer.set(i, input(it.op, rank, i));
+      it.handle = ranktime::allreduce_async({it.buffer.data(), it.dtype, {it.buffer.size()}},
+                                            it.name, it.op);
+    }
+    for (Item& it : items) {
+      ranktime::Status s = it.handle.wait();
+      ASSERT_TRUE(s.ok()) << it.name << ": " << s.message();
+      for (int64_t i = 0; i < it.buffer.size(); ++i) {
+        ASSERT_EQ(it.buffer.get(i), expected(it.dtype, it.op, size, i))
+            << it.name << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(Collectives, AllgatherFirstDimensionDiffersPerRank) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  for (DataType dtype : kAllTypes) {
+    const int64_t rows = rank == 1 ? 0 : rank + 1;  // rank 1 contributes nothing
+    const int64_t cols = 3;
+    Buffer in(dtype, rows * cols);
+    for (int64_t i = 0; i < rows * cols; ++i) in.set(i, (rank * 10 + i) % 100);
+    ranktime::Handle h = ranktime::allgather_async(
+        {in.data(), dtype, {rows, cols}}, std::string("allgather.") + ranktime::dtype_name(dtype));
+    ranktime::Status s = h.wait();
+    ASSERT_TRUE(s.ok()) << s.message();
+    int64_t total_rows = 0;
+    for (int r = 0; r < size; ++r) total_rows += r == 1 ? 0 : r + 1;
+    ASSERT_EQ(h.output_shape(), (std::vector<int64_t>{total_rows, cols}));
+    ASSERT_EQ(h.output().size(),
+              static_cast<size_t>(total_rows * cols) * ranktime::dtype_size(dtype));
+    Buffer out(dtype, total_rows * cols);
+    std::memcpy(out.data(), h.output().data(), h.output().size());
+    int64_t at = 0;
+    for (int r = 0; r < size; ++r) {
+      const int64_t rrows = r == 1 ? 0 : r + 1;
+      for (int64_t i = 0; i < rrows * cols; ++i, ++at) {
+        ASSERT_EQ(out.get(at), (r * 10 + i) % 100)
+            << ranktime::dtype_name(dtype) << " from rank " << r;
+      }
+    }
+  }
+}
+
+TEST(Collectives, BroadcastFromEveryRootFused) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  for (int root = 0; root < size; ++root) {
+    std::vector<Buffer> buffers;
+    std::vector<ranktime::Handle> handles;
+    for (DataType dtype : kAllTypes) buffers.emplace_back(dtype, 257);
+    for (size_t k = 0; k < buffers.size(); ++k) {
+      for (int64_t i = 0; i < 257; ++i) buffers[k].set(i, rank == root ? (i + k) % 50 : 99);
+      handles.push_back(ranktime::broadcast_async(
+          {buffers[k].data(), kAllTypes[k], {257}}, root,
+          "broadcast." + std::to_string(root) + "." + ranktime::dtype_name(kAllTypes[k])));
+    }
+    for (size_t k = 0; k < buffers.size(); ++k) {
+      ranktime::Status s = handles[k].wait();
+      ASSERT_TRUE(s.ok()) << s.message();
+      for (int64_t i = 0; i < 257; ++i)
+        ASSERT_EQ(buffers[k].get(i), (i + k) % 50) << "root " << root;
+    }
+  }
+}
+
+// Random tensor counts and sizes (0 elements to several MiB), submitted in a different random
+// order on every rank, waited for in yet another order.
+TEST(Collectives, RandomisedCountsSizesAndOrders) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  std::mt19937 shared(12345);      // same on every rank: the tensor set
+  std::mt19937 local(777 + rank);  // differs per rank: the order
+  for (int round = 0; round < 5; ++round) {
+    const int count = std::uniform_int_distribution<int>(1, 60)(shared);
+    std::vector<int64_t> sizes(count);
+    for (auto& n : sizes) {
+      int kind = std::uniform_int_distribution<int>(0, 9)(shared);
+      n = kind == 0  ? 0
+          : kind < 7 ? std::uniform_int_distribution<int64_t>(1, 4096)(shared)
+                     : std::uniform_int_distribution<int64_t>(100000, 1500000)(shared);
+    }
+    std::vector<std::vector<float>> data(count);
+    for (int t = 0; t < count; ++t) {
+      data[t].resize(sizes[t]);
+      for (int64_t i = 0; i < sizes[t]; ++i)
+        data[t][i] = static_cast<float>((rank + 1) * ((i + t) % 5));
+    }
+    std::vector<int> order(count);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), local);
+    std::vector<ranktime::Handle> handles(count);
+    for (int t : order) {
+      handles[t] =
+          ranktime::allreduce_async({data[t].data(), DataType::kFloat32, {sizes[t]}},
+                                    "random." + std::to_string(round) + "." + std::to_string(t));
+    }
+    std::shuffle(order.begin(), order.end(), local);
+    const float rank_sum = size * (size + 1) / 2.0f;
+    for (int t : order) {
+      ranktime::Status s = handles[t].wait();
+      ASSERT_TRUE(s.ok()) << s.message();
+      for (int64_t i = 0; i < sizes[t]; ++i) {
+        ASSERT_EQ(data[t][i], rank_sum * ((i + t) % 5))
+            << "round " << round << " tensor " << t << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(Collectives, AsyncHandlesCompleteIndependently) {
+  const int size = ranktime::size();
+  std::vector<int32_t> a(10, 1), b(20, 2), c(30, 3);
+  auto ha = ranktime::allreduce_async({a.data(), DataType::kInt32, {10}}, "async.a");
+  auto hb = ranktime::allreduce_async({b.data(), DataType::kInt32, {20}}, "async.b");
+  auto hc = ranktime::allreduce_async({c.data(), DataType::kInt32, {30}}, "async.c");
+  ASSERT_TRUE(hc.wait().ok());
+  ASSERT_TRUE(ha.wait().ok());
+  ASSERT_TRUE(hb.wait().ok());
+  EXPECT_TRUE(ha.ready() && hb.ready() && hc.ready());
+  EXPECT_EQ(a[9], size);
+  EXPECT_EQ(b[19], 2 * size);
+  EXPECT_EQ(c[29], 3 * size);
+}
+
+// A mismatch fails that tensor on every rank with a message naming the tensor, the field and the
+// ranks' values; the runtime keeps working for later tensors.
+TEST(Errors, MismatchFailsTheTensorOnEveryRankOnly) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  std::vector<float> x(rank == 1 ? 5 : 4, 1.0f);
+  std::vector<float> ok(8, 1.0f);
+  auto bad = ranktime::allreduce_async({x.data(), DataType::kFloat32, {int64_t(x.size())}},
+                                       "mismatch.shape");
+  auto good = ranktime::allreduce_async({ok.data(), DataType::kFloat32, {8}}, "mismatch.neighbour");
+  ranktime::Status s = bad.wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("mismatch.shape"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("shape"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("[5] on rank 1"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("[4] on rank"), std::string::npos) << s.message();
+  ASSERT_TRUE(good.wait().ok());
+  EXPECT_EQ(ok[0], size);
+
+  std::vector<double> d(4, 1.0);
+  std::vector<float> f(4, 1.0f);
+  auto dtype_bad =
+      rank == size - 1
+          ? ranktime::allreduce_async({d.data(), DataType::kFloat64, {4}}, "mismatch.dtype")
+          : ranktime::allreduce_async({f.data(), DataType::kFloat32, {4}}, "mismatch.dtype");
+  s = dtype_bad.wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("dtype"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("float64 on rank " + std::to_string(size - 1)), std::string::npos)
+      << s.message();
+
+  auto root_bad = ranktime::broadcast_async({f.data(), DataType::kFloat32, {4}}, rank == 0 ? 1 : 0,
+                                            "mismatch.root");
+  s = root_bad.wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("root rank"), std::string::npos) << s.message();
+
+  auto out_of_range = ranktime::broadcast_async({f.data(), DataType::kFloat32, {4}}, size + 3,
+                                                "mismatch.root_range");
+  s = out_of_range.wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
+
+  auto op_bad = ranktime::allreduce_async({f.data(), DataType::kFloat32, {4}}, "mismatch.reduction",
+                                          rank == 0 ? ReduceOp::kMax : ReduceOp::kSum);
+  s = op_bad.wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("reduction differs"), std::string::npos) << s.message();
+
+  std::vector<float> g(3, 2.0f);  // still usable afterwards
+  ASSERT_TRUE(
+      ranktime::allreduce_async({g.data(), DataType::kFloat32, {3}}, "after.mismatch").wait().ok());
+  EXPECT_EQ(g[2], 2.0f * size);
+}
+
+// Bad input on one rank fails that tensor everywhere instead of leaving other ranks waiting.
+TEST(Errors, LocalBadInputFailsEveryRank) {
+  const int rank = ranktime::rank();
+  std::vector<float> x(16, 1.0f);
+  struct Case {
+    const char* name;
+    ranktime::TensorView view;
+    const char* message;
+  };
+  Case cases[] = {
+      {"bad.null", {rank == 1 ? nullptr : x.data(), DataType::kFloat32, {16}}, "null data pointer"},
+      {"bad.negative", {x.data(), DataType::kFloat32, {rank == 1 ? -4 : 16}}, "negative dimension"},
+      {"bad.overflow",
+       {x.data(),
+        DataType::kFloat32,
+        {rank == 1 ? int64_t{1} << 40 : 16, rank == 1 ? int64_t{1} << 40 : 1}},
+       "overflows"},
+      {"bad.misaligned",
+       {reinterpret_cast<uint8_t*>(x.data()) + (rank == 1 ? 1 : 0), DataType::kFloat32, {4}},
+       "not aligned"},
+  };
+  for (const Case& c : cases) {
+    ranktime::Status s = ranktime::allreduce_async(c.view, c.name).wait();
+    ASSERT_FALSE(s.ok()) << c.name;
+    EXPECT_NE(s.message().find(c.name), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << s.message();
+  }
+  ranktime::Status s = ranktime::allreduce_async({x.data(), DataType::kFloat32, {16}}, "").wait();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("empty"), std::string::npos) << s.message();
+  ASSERT_TRUE(
+      ranktime::allreduce_async({x.data(), DataType::kFloat32, {16}}, "bad.after").wait().ok());
+}
+
+TEST(Errors, DuplicateNameWhileInFlight) {
+  const int size = ranktime::size();
+  std::vector<float> a(4, 1.0f), b(4, 1.0f);
+  auto first = ranktime::allreduce_async({a.data(), DataType::kFloat32, {4}}, "dup");
+  auto second = ranktime::allreduce_async({b.data(), DataType::kFloat32, {4}}, "dup");
+  ranktime::Status s2 = second.wait();
+  ASSERT_FALSE(s2.ok());
+  EXPECT_NE(s2.message().find("'dup' was submitted twice while in flight"), std::string::npos)
+      << s2.message();
+  ASSERT_TRUE(first.wait().ok());
+  EXPECT_EQ(a[0], size);
+  EXPECT_EQ(b[0], 1.0f);  // the rejected request never touched its buffer
+  // Once complete, the name may be used again.
+  ASSERT_TRUE(ranktime::allreduce_async({b.data(), DataType::kFloat32, {4}}, "dup").wait().ok());
+  EXPECT_EQ(b[0], size);
+}
+
+TEST(Collectives, BarrierAndSynchronousReuse) {
+  ASSERT_TRUE(ranktime::barrier().ok());
+  float x = 1;
+  for (int i = 0; i < 200; ++i) {  // the same name back to back, as a training loop does
+    x = 1;
+    ASSERT_TRUE(ranktime::allreduce_async({&x, DataType::kFloat32, {1}}, "reuse").wait().ok());
+    ASSERT_EQ(x, ranktime::size());
+  }
+  ASSERT_TRUE(ranktime::barrier().ok());
+}
+
+}  // namespace
