@@ -14,14 +14,19 @@ std::mutex g_mutex;
 std::unique_ptr<Runtime> g_runtime;
 bool g_we_initialized_mpi = false;
 
-void finalize_mpi_at_exit() {
+// A process that exits without shutdown() still tells the other ranks (their pending operations
+// fail with a message saying so instead of hanging), and finalises MPI if ranktime started it.
+void shutdown_at_exit() {
+  std::unique_ptr<Runtime> r;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    g_runtime.reset();
+    r = std::move(g_runtime);
   }
+  if (r) r->shutdown("exited without calling ranktime::shutdown()");
+  r.reset();
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (g_we_initialized_mpi && !finalized) MPI_Finalize();
 }
 
 Runtime& runtime(const char* caller) {
@@ -68,7 +73,6 @@ void init() {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     g_we_initialized_mpi = true;
-    std::atexit(finalize_mpi_at_exit);
   } else {
     int provided = 0;
     MPI_Query_thread(&provided);
@@ -79,6 +83,11 @@ void init() {
     }
   }
   g_runtime = std::make_unique<Runtime>(config);
+  static bool registered = false;
+  if (!registered) {
+    registered = true;
+    std::atexit(shutdown_at_exit);
+  }
 }
 
 void shutdown() {
@@ -116,6 +125,8 @@ Handle broadcast_async(const TensorView& tensor, int root_rank, const std::strin
 Status barrier() {
   return runtime("barrier()").submit(OpType::kBarrier, TensorView{}, "ranktime.barrier").wait();
 }
+
+std::vector<RankLateness> lateness() { return runtime("lateness()").lateness(); }
 
 Status start_timeline(const std::string& path, bool mark_cycles) {
   return runtime("start_timeline()")

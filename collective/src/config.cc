@@ -86,6 +86,14 @@ Config parse_config(const EnvLookup& lookup) {
     c.stall_warning_s = parse_number("RANKTIME_STALL_WARNING_S", *v, 0, false, "seconds > 0");
   if (auto v = get("RANKTIME_STALL_SHUTDOWN_S"))
     c.stall_shutdown_s = parse_number("RANKTIME_STALL_SHUTDOWN_S", *v, 0, true, "seconds >= 0");
+  if (auto v = get("RANKTIME_STRAGGLER_THRESHOLD_MS")) {
+    c.straggler_threshold_ms =
+        parse_number("RANKTIME_STRAGGLER_THRESHOLD_MS", *v, 0, true, "milliseconds >= 0");
+  }
+  if (auto v = get("RANKTIME_STRAGGLER_WARNING_INTERVAL_S")) {
+    c.straggler_warning_interval_s =
+        parse_number("RANKTIME_STRAGGLER_WARNING_INTERVAL_S", *v, 0, true, "seconds >= 0");
+  }
   if (auto v = get("RANKTIME_LOG_LEVEL")) c.log_level = parse_log_level("RANKTIME_LOG_LEVEL", *v);
   if (auto v = get("RANKTIME_TEST_CLOCK_SKEW_US")) {
     c.test_clock_skew_us = parse_int("RANKTIME_TEST_CLOCK_SKEW_US", *v, INT64_MIN / 2,
@@ -118,6 +126,8 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
           {"RANKTIME_CYCLE_TIME_MS", num(cycle_time_ms)},
           {"RANKTIME_STALL_WARNING_S", num(stall_warning_s)},
           {"RANKTIME_STALL_SHUTDOWN_S", num(stall_shutdown_s)},
+          {"RANKTIME_STRAGGLER_THRESHOLD_MS", num(straggler_threshold_ms)},
+          {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", num(straggler_warning_interval_s)},
           {"RANKTIME_LOG_LEVEL", log_level_name(log_level)},
           {"RANKTIME_TEST_CLOCK_SKEW_US", std::to_string(test_clock_skew_us)},
           {"RANKTIME_HIERARCHICAL_ALLREDUCE", hierarchical_allreduce ? "1" : "0"}};

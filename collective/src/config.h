@@ -33,6 +33,11 @@ struct Config {
   // RANKTIME_STALL_WARNING_S / RANKTIME_STALL_SHUTDOWN_S (0 = never shut down).
   double stall_warning_s = 60.0;
   double stall_shutdown_s = 0.0;
+  // RANKTIME_STRAGGLER_THRESHOLD_MS: warn when one rank is last in most negotiations with a
+  // median lag at least this large (0 = never). 5 ms is well above scheduling noise.
+  double straggler_threshold_ms = 5.0;
+  // RANKTIME_STRAGGLER_WARNING_INTERVAL_S: at most one straggler warning per this many seconds.
+  double straggler_warning_interval_s = 60.0;
   // RANKTIME_LOG_LEVEL.
   LogLevel log_level = LogLevel::kWarning;
   // RANKTIME_TEST_CLOCK_SKEW_US: testing aid, shifts this process's clock.

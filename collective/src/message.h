@@ -53,6 +53,7 @@ struct WorkerMessage {
   std::vector<timeline::Record> records;  // this rank's timeline records, on its own clock
   ClockEcho clock;
   bool shutdown = false;      // this rank called shutdown()
+  std::string shutdown_why;   // how it ended, e.g. "exited without calling ranktime::shutdown()"
   bool final = false;         // this rank has left its loop: last message it sends
   bool timeline_ack = false;  // this rank has stopped its timeline; `records` are its last
 };

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
+#include <map>
 
 #include "log.h"
 #include "wire.h"
@@ -33,6 +35,12 @@ constexpr std::chrono::nanoseconds kFirstSleep = std::chrono::microseconds(4);
 constexpr int64_t kRecordShipIntervalNs = 100'000'000;
 constexpr size_t kRecordShipBatch = 4096;
 constexpr double kFinalMessageTimeoutS = 30.0;
+// Lateness statistics cover this many recent negotiations; a straggler must be last in at least
+// this share of them.
+constexpr size_t kLatenessWindow = 200;
+constexpr double kStragglerShare = 0.5;
+constexpr int64_t kInspectIntervalNs = 1'000'000'000;
+constexpr size_t kStallNamesShown = 4;
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -104,7 +112,10 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
 
   backend_ = std::make_unique<MpiBackend>(data_, &clock_);
   timeline_ = std::make_unique<TimelineRecorder>(rank_, size_);
-  if (rank_ == 0) coordinator_ = std::make_unique<Coordinator>(size_, &timeline_->strings());
+  if (rank_ == 0) {
+    coordinator_ = std::make_unique<Coordinator>(size_, &timeline_->strings());
+    lateness_ = std::make_unique<LatenessTracker>(size_, kLatenessWindow);
+  }
   finals_.assign(size_, 0);
   timeline_acks_.assign(size_, 0);
 
@@ -235,9 +246,10 @@ Handle Runtime::submit(OpType op, const TensorView& view, const std::string& nam
   return Handle(state);
 }
 
-void Runtime::shutdown() {
+void Runtime::shutdown(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!shutdown_requested_) shutdown_why_ = why;
     shutdown_requested_ = true;
   }
   cv_.notify_one();
@@ -353,6 +365,10 @@ void Runtime::send_worker_message(std::vector<Request> requests, bool final, boo
     echo_ = {};
   }
   m.shutdown = shutdown_announced_;
+  if (m.shutdown) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    m.shutdown_why = shutdown_why_;
+  }
   m.final = final;
   m.timeline_ack = timeline_ack;
   auto buffer = std::make_shared<std::vector<uint8_t>>();
@@ -397,10 +413,12 @@ bool Runtime::coordinator_step() {
     coordinator_->add(0, std::move(q));
     added = true;
   }
+  std::string self_shutdown;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (shutdown_requested_ && shutdown_from_ < 0) shutdown_from_ = 0;
+    if (shutdown_requested_) self_shutdown = shutdown_why_;
   }
+  if (!self_shutdown.empty()) request_shutdown_everywhere(0, "rank 0 " + self_shutdown);
   int64_t now = clock_.now_ns();
   ResponseList list;
   if (added) {
@@ -408,16 +426,21 @@ bool Runtime::coordinator_step() {
     list.responses = coordinator_->take_ready(
         FusionOptions{config_.fusion_threshold, config_.fusion_max_tensor}, &negotiations_);
     now = clock_.now_ns();
-    for (const Negotiation& n : negotiations_) timeline_->negotiation(n, now);
+    std::lock_guard<std::mutex> lock(lateness_mutex_);
+    for (const Negotiation& n : negotiations_) {
+      timeline_->negotiation(n, now);
+      if (n.op != OpType::kTimelineStart && n.op != OpType::kTimelineStop)
+        lateness_->add(n.ready_ns);
+    }
   }
+  if (now - last_inspect_ns_ >= kInspectIntervalNs && busy()) inspect(now);
   const bool shutdown_now = shutdown_from_ >= 0;
   if (list.responses.empty() && !shutdown_now) return progressed;
 
   list.cycle = ++cycle_;
   list.sent_ns = now;
   list.shutdown = shutdown_now;
-  if (shutdown_now)
-    list.shutdown_reason = "rank " + std::to_string(shutdown_from_) + " called shutdown()";
+  list.shutdown_reason = shutdown_reason_;
   timeline_->cycle(cycle_, now);
   if (size_ > 1) {
     auto buffer = std::make_shared<std::vector<uint8_t>>();
@@ -449,7 +472,11 @@ void Runtime::handle_worker_message(int source, const uint8_t* data, size_t size
     coordinator_->add(source, std::move(q));
   }
   if (!m.records.empty()) timeline_->ingest(m.records, offset);
-  if (m.shutdown && shutdown_from_ < 0) shutdown_from_ = source;
+  if (m.shutdown) {
+    request_shutdown_everywhere(
+        source, "rank " + std::to_string(source) + " " +
+                    (m.shutdown_why.empty() ? "called shutdown()" : m.shutdown_why));
+  }
   if (m.final) ++finals_[source];
   if (m.timeline_ack) ++timeline_acks_[source];
 }
@@ -485,6 +512,97 @@ void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, 
     reap_sends(false);
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::microseconds(200));
+  }
+}
+
+void Runtime::request_shutdown_everywhere(int from_rank, std::string reason) {
+  if (shutdown_from_ >= 0) return;  // the first reason stands
+  shutdown_from_ = from_rank;
+  shutdown_reason_ = std::move(reason);
+}
+
+std::vector<RankLateness> Runtime::lateness() const {
+  if (rank_ != 0) return {};
+  std::vector<RankLateness> stats;
+  {
+    std::lock_guard<std::mutex> lock(lateness_mutex_);
+    stats = lateness_->snapshot();
+  }
+  for (RankLateness& s : stats) s.hostname = hostnames_.at(s.rank);
+  return stats;
+}
+
+void Runtime::inspect(int64_t now) {
+  last_inspect_ns_ = now;
+  // Stalls: tensors some ranks submitted long ago and others never did. Warn once per tensor,
+  // grouping tensors by the set of ranks that are missing.
+  const int64_t warn_ns = static_cast<int64_t>(config_.stall_warning_s * 1e9);
+  std::map<std::vector<int>, std::vector<const Coordinator::Stalled*>> groups;
+  std::vector<Coordinator::Stalled> stalled = coordinator_->stalled(now - warn_ns);
+  std::unordered_set<std::string> still_stalled;
+  for (const auto& s : stalled) {
+    still_stalled.insert(s.name);
+    if (!stall_warned_.count(s.name)) groups[s.missing_ranks].push_back(&s);
+  }
+  stall_warned_ = std::move(still_stalled);
+  auto describe = [](const std::vector<int>& ranks,
+                     const std::vector<const Coordinator::Stalled*>& tensors, int64_t now_ns) {
+    std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i) text += (i ? "," : "") + std::to_string(ranks[i]);
+    text += " did not submit ";
+    for (size_t i = 0; i < tensors.size() && i < kStallNamesShown; ++i)
+      text += (i ? ", '" : "'") + tensors[i]->name + "'";
+    if (tensors.size() > kStallNamesShown)
+      text += " and " + std::to_string(tensors.size() - kStallNamesShown) + " more";
+    text += " (other ranks submitted " +
+            std::to_string((now_ns - tensors[0]->first_ready_ns) / 1'000'000'000) + " s ago)";
+    return text;
+  };
+  for (const auto& [ranks, tensors] : groups) {
+    std::string text = describe(ranks, tensors, now);
+    RANKTIME_LOG(kWarning, "stall: " << text);
+    timeline_->instant("STALL", text, now);
+  }
+  if (config_.stall_shutdown_s > 0) {
+    auto dead = coordinator_->stalled(now - static_cast<int64_t>(config_.stall_shutdown_s * 1e9));
+    if (!dead.empty()) {
+      std::map<std::vector<int>, std::vector<const Coordinator::Stalled*>> by_ranks;
+      for (const auto& s : dead) by_ranks[s.missing_ranks].push_back(&s);
+      std::string text;
+      for (const auto& [ranks, tensors] : by_ranks)
+        text += (text.empty() ? "" : "; ") + describe(ranks, tensors, now);
+      RANKTIME_LOG(kError, "stall: shutting down after RANKTIME_STALL_SHUTDOWN_S="
+                               << config_.stall_shutdown_s << " s: " << text);
+      timeline_->instant("STALL_SHUTDOWN", text, now);
+      request_shutdown_everywhere(0, "stalled for more than RANKTIME_STALL_SHUTDOWN_S: " + text);
+    }
+  }
+
+  // Persistent stragglers and lateness counters.
+  std::vector<RankLateness> stats;
+  std::optional<int> straggler;
+  {
+    std::lock_guard<std::mutex> lock(lateness_mutex_);
+    stats = lateness_->snapshot();
+    if (config_.straggler_threshold_ms > 0) {
+      straggler = lateness_->straggler(config_.straggler_threshold_ms * 1e3, kStragglerShare);
+    }
+  }
+  if (straggler && now - last_straggler_warning_ns_ >=
+                       static_cast<int64_t>(config_.straggler_warning_interval_s * 1e9)) {
+    last_straggler_warning_ns_ = now;
+    const RankLateness& s = stats[*straggler];
+    char median[32];
+    std::snprintf(median, sizeof(median), "%.1f", s.median_lag_us / 1e3);
+    RANKTIME_LOG(kWarning, "straggler: rank " << s.rank << " on host " << hostnames_[s.rank]
+                                              << " was the last to be ready in "
+                                              << s.window_times_last << " of the last " << s.window
+                                              << " negotiations, median lag " << median << " ms");
+  }
+  for (const RankLateness& s : stats) {
+    timeline_->counter("lateness_median_lag_us", s.rank, s.median_lag_us, now);
+    timeline_->counter("lateness_share_last", s.rank,
+                       s.window ? double(s.window_times_last) / s.window : 0, now);
   }
 }
 

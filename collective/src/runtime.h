@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "config.h"
 #include "coordinator.h"
+#include "lateness.h"
 #include "mpi_backend.h"
 #include "tensor_entry.h"
 #include "timeline_recorder.h"
@@ -48,8 +49,12 @@ class Runtime {
                 ReduceOp reduce_op = ReduceOp::kSum, int root = 0, std::string argument = {},
                 uint8_t flags = 0);
 
-  // Announces shutdown to every rank and waits for the background thread to finish.
-  void shutdown();
+  // Announces shutdown to every rank (with `why`, e.g. "called shutdown()") and waits for the
+  // background thread to finish.
+  void shutdown(const std::string& why = "called shutdown()");
+
+  // Rank 0: per-rank lateness statistics; other ranks: empty.
+  std::vector<RankLateness> lateness() const;
 
  private:
   // Background thread.
@@ -74,6 +79,9 @@ class Runtime {
 
   // Start-up.
   void sync_clocks();
+  // Rank 0, at most once a second: stalled tensors, persistent stragglers, lateness counters.
+  void inspect(int64_t now_ns);
+  void request_shutdown_everywhere(int from_rank, std::string reason);
   timeline::RunMetadata run_metadata() const;
 
   Config config_;
@@ -92,6 +100,7 @@ class Runtime {
   std::vector<std::unique_ptr<TensorEntry>> submitted_;
   std::unordered_set<std::string> names_in_flight_;
   bool shutdown_requested_ = false;
+  std::string shutdown_why_;  // this rank's reason, as the other ranks will read it
   bool stopped_ = false;
   std::string stop_reason_;
 
@@ -99,14 +108,20 @@ class Runtime {
   std::unordered_map<std::string, std::unique_ptr<TensorEntry>> in_flight_;
   std::unique_ptr<MpiBackend> backend_;
   std::unique_ptr<TimelineRecorder> timeline_;
-  std::unique_ptr<Coordinator> coordinator_;  // rank 0
-  std::vector<OffsetEstimator> offsets_;      // rank 0, per rank
-  std::vector<int64_t> finals_;               // rank 0: final messages seen, per rank
-  std::vector<int64_t> timeline_acks_;        // rank 0: timeline-stop acks seen, per rank
-  int64_t timeline_stops_ = 0;                // rank 0: timeline stops executed
-  bool timeline_all_ranks_ = true;            // agreed at start-up (rank 0's setting)
-  int shutdown_from_ = -1;                    // rank 0: first rank that asked to shut down
-  bool shutdown_announced_ = false;           // this rank told rank 0 (or, on rank 0, everyone)
+  std::unique_ptr<Coordinator> coordinator_;   // rank 0
+  std::vector<OffsetEstimator> offsets_;       // rank 0, per rank
+  std::vector<int64_t> finals_;                // rank 0: final messages seen, per rank
+  std::vector<int64_t> timeline_acks_;         // rank 0: timeline-stop acks seen, per rank
+  int64_t timeline_stops_ = 0;                 // rank 0: timeline stops executed
+  bool timeline_all_ranks_ = true;             // agreed at start-up (rank 0's setting)
+  int shutdown_from_ = -1;                     // rank 0: first rank that asked to shut down
+  std::string shutdown_reason_;                // rank 0: why (sent with the shutdown)
+  mutable std::mutex lateness_mutex_;          // lateness_ is read by user threads
+  std::unique_ptr<LatenessTracker> lateness_;  // rank 0
+  int64_t last_inspect_ns_ = 0;
+  int64_t last_straggler_warning_ns_ = INT64_MIN / 2;
+  std::unordered_set<std::string> stall_warned_;  // rank 0: tensors already warned about
+  bool shutdown_announced_ = false;               // this rank told rank 0 (or, on rank 0, everyone)
   int64_t cycle_ = 0;
   ClockEcho echo_;  // worker: last response list's timestamps
   struct PendingSend {

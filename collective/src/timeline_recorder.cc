@@ -152,6 +152,17 @@ void TimelineRecorder::instant(const std::string& name, const std::string& messa
   emit(r);
 }
 
+void TimelineRecorder::counter(const char* name, int series, double value, int64_t now_ns) {
+  if (!on_ || rank_ != 0) return;
+  Record r;
+  r.kind = RecordKind::kCounter;
+  r.ts_ns = now_ns;
+  r.args.counter.name_string = strings_.intern(name);
+  r.args.counter.series = series;
+  r.args.counter.value = value;
+  emit(r);
+}
+
 void TimelineRecorder::processed(const Response& response, const std::vector<TensorEntry*>& entries,
                                  int64_t arrival_ns, int64_t start_ns, int64_t end_ns,
                                  const PhaseLog& log, const Status& status) {

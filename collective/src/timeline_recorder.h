@@ -37,6 +37,8 @@ class TimelineRecorder {
   void negotiation(const Negotiation& n, int64_t known_ns);
   void cycle(int64_t cycle, int64_t now_ns);
   void instant(const std::string& name, const std::string& message, int64_t now_ns);
+  // Rank 0: one sample of counter track `name`, series `series` (written as "rank <series>").
+  void counter(const char* name, int series, double value, int64_t now_ns);
   // This rank executed `response` for `entries`: the response arrived at `arrival_ns`,
   // execution ran from the first span of `log` to `end_ns`.
   void processed(const Response& response, const std::vector<TensorEntry*>& entries,

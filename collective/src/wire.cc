@@ -135,6 +135,7 @@ void encode(const WorkerMessage& m, std::vector<uint8_t>* out) {
   w.pod(kWorkerMagic);
   w.pod(static_cast<uint8_t>((m.shutdown ? 1 : 0) | (m.final ? 2 : 0) | (m.timeline_ack ? 4 : 0)));
   w.pod(m.clock);
+  w.str(m.shutdown_why, kMaxArgumentBytes);
   w.pod(static_cast<uint32_t>(m.requests.size()));
   for (const Request& q : m.requests) {
     w.str(q.name, kMaxNameBytes);
@@ -156,6 +157,7 @@ WorkerMessage decode_worker_message(const uint8_t* data, size_t size) {
   m.final = flags & 2;
   m.timeline_ack = flags & 4;
   m.clock = r.pod<ClockEcho>("clock");
+  m.shutdown_why = r.str(kMaxArgumentBytes, "shutdown_why");
   uint32_t n = r.count("request count", 2 + 9 + 4 + 8 + 8);
   m.requests.resize(n);
   for (Request& q : m.requests) {

@@ -126,4 +126,19 @@ Status barrier();
 Status start_timeline(const std::string& path, bool mark_cycles = false);
 Status stop_timeline();
 
+// How late each rank was behind the first rank to become ready, over the negotiations rank 0
+// has seen (a sliding window, plus totals since start). Kept whether or not the timeline is on.
+struct RankLateness {
+  int rank = 0;
+  std::string hostname;
+  uint64_t negotiations = 0;       // since start
+  uint64_t times_last = 0;         // since start: negotiations this rank was the last to be ready
+  uint64_t window = 0;             // negotiations in the window
+  uint64_t window_times_last = 0;  // ... of which this rank was last
+  double mean_lag_us = 0, median_lag_us = 0, p95_lag_us = 0, max_lag_us = 0;  // over the window
+};
+// The statistics as rank 0 holds them. On other ranks the list is empty: only rank 0 sees every
+// rank's readiness.
+std::vector<RankLateness> lateness();
+
 }  // namespace ranktime

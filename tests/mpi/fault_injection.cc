@@ -1,0 +1,108 @@
+// A workload that misbehaves on purpose, for the fault-injection tests (test_faults.py).
+// Usage: fault_injection MODE, where MODE is one of
+//   stall-recover   rank 1 submits one tensor 3 s late; every rank still succeeds
+//   stall-shutdown  rank 1 never submits one tensor; every rank must get the stall error
+//   slow            rank 1 is 15 ms late every step; rank 0 checks ranktime::lateness()
+//   exit-early      rank 1 returns from main without shutdown(); the others must get an error
+//   kill            rank 1 SIGKILLs itself after a few steps
+// Prints "ERROR: <message>" for every failed operation and exits 3 if any failed.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ranktime/ranktime.h"
+
+namespace {
+
+int failures = 0;
+
+bool allreduce(const std::string& name, int64_t n = 64) {
+  std::vector<float> x(n, 1.0f);
+  ranktime::Status s =
+      ranktime::allreduce_async({x.data(), ranktime::DataType::kFloat32, {n}}, name).wait();
+  if (!s.ok()) {
+    std::printf("ERROR: %s\n", s.message().c_str());
+    std::fflush(stdout);
+    ++failures;
+  }
+  return s.ok();
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fault_injection MODE\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  ranktime::init();
+  const int rank = ranktime::rank();
+  if (mode == "stall-recover" || mode == "stall-shutdown") {
+    allreduce("stall.a");
+    std::vector<float> b(8, 1.0f);
+    if (rank == 1) {
+      if (mode == "stall-shutdown") {
+        allreduce("stall.c");  // never matched: waits until the stall shutdown fails it
+      } else {
+        sleep_ms(3000);
+      }
+    }
+    if (!(rank == 1 && mode == "stall-shutdown")) allreduce("stall.b");
+  } else if (mode == "slow") {
+    for (int step = 0; step < 100; ++step) {  // > 1 s: the inspector looks once a second
+      if (rank == 1) sleep_ms(15);
+      std::vector<ranktime::Handle> hs;
+      std::vector<std::vector<float>> bufs(5, std::vector<float>(100, 1.0f));
+      for (int t = 0; t < 5; ++t) {
+        hs.push_back(ranktime::allreduce_async(
+            {bufs[t].data(), ranktime::DataType::kFloat32, {100}}, "slow." + std::to_string(t)));
+      }
+      for (auto& h : hs) {
+        if (!h.wait().ok()) ++failures;
+      }
+    }
+    if (rank == 0) {
+      int worst = -1;
+      double worst_median = -1;
+      for (const ranktime::RankLateness& s : ranktime::lateness()) {
+        std::printf("LATENESS rank=%d host=%s last=%llu/%llu median_ms=%.3f p95_ms=%.3f\n", s.rank,
+                    s.hostname.c_str(), static_cast<unsigned long long>(s.window_times_last),
+                    static_cast<unsigned long long>(s.window), s.median_lag_us / 1e3,
+                    s.p95_lag_us / 1e3);
+        if (s.median_lag_us > worst_median) {
+          worst_median = s.median_lag_us;
+          worst = s.rank;
+        }
+      }
+      std::printf("SLOWEST %d\n", worst);
+    } else if (!ranktime::lateness().empty()) {
+      std::printf("ERROR: lateness() should be empty on rank %d\n", rank);
+      ++failures;
+    }
+  } else if (mode == "exit-early") {
+    allreduce("early.a");
+    if (rank == 1) return 0;  // no shutdown(): the atexit hook must tell the others
+    sleep_ms(200);
+    for (int i = 0; i < 3; ++i) allreduce("early.after." + std::to_string(i));
+  } else if (mode == "kill") {
+    for (int step = 0;; ++step) {
+      if (rank == 1 && step == 20) raise(SIGKILL);
+      for (int t = 0; t < 10; ++t) allreduce("kill." + std::to_string(t), 1000);
+      if (failures) break;
+    }
+  } else {
+    std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
+    return 2;
+  }
+  std::fflush(stdout);
+  ranktime::shutdown();
+  return failures ? 3 : 0;
+}
