@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The long soak (a few minutes; not part of scripts/test.sh): 8 ranks oversubscribed, thousands of
+# random tensors per step in random orders, timeline on. Prints the figures for docs/reliability.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+B=${BUILD_DIR:-build}
+/usr/bin/python3 tests/soak/check_soak.py "$B/tests/soak/soak" "${RANKS:-8}" "${STEPS:-60}" "${TENSORS:-3000}"
