@@ -2,9 +2,9 @@
 #include "config.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
 #include <stdexcept>
 
 namespace ranktime {
@@ -113,10 +113,10 @@ Config config_from_environment() {
 }
 
 std::vector<std::pair<std::string, std::string>> Config::describe() const {
-  auto num = [](double x) {
-    std::ostringstream s;
-    s << x;
-    return s.str();
+  auto num = [](double x) {  // shortest text that parses back to the same double
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), x);
+    return std::string(buf, ec == std::errc() ? end : buf);
   };
   return {{"TIMELINE_FILENAME", timeline_filename},
           {"TIMELINE_MARK_CYCLES", timeline_mark_cycles ? "1" : "0"},

@@ -54,8 +54,10 @@ std::string check_view(const TensorView& v) {
   if (static_cast<int>(v.dtype) >= kNumDataTypes) {
     return "invalid dtype value " + std::to_string(static_cast<int>(v.dtype));
   }
-  if (v.shape.size() > 64)
-    return "shape has " + std::to_string(v.shape.size()) + " dimensions (most: 64)";
+  if (v.shape.size() > kMaxDims) {
+    return "shape has " + std::to_string(v.shape.size()) +
+           " dimensions (most: " + std::to_string(kMaxDims) + ")";
+  }
   int64_t elements = 1;
   for (int64_t d : v.shape) {
     if (d < 0) return "negative dimension in shape " + shape_str(v.shape);
@@ -127,10 +129,10 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
   if (settings[0]) {
     int opened = 1;
     if (rank_ == 0) {
-      opened =
-          timeline_
-              ->start(config_.timeline_filename, settings[1], timeline_all_ranks_, run_metadata())
-              .ok();
+      opened = timeline_
+                   ->start(config_.timeline_filename, settings[1], timeline_all_ranks_,
+                           run_metadata(settings[1]))
+                   .ok();
     }
     MPI_Bcast(&opened, 1, MPI_INT, 0, control_);
     if (opened && rank_ != 0) timeline_->start("", settings[1], timeline_all_ranks_, {});
@@ -176,7 +178,7 @@ void Runtime::sync_clocks() {
   }
 }
 
-timeline::RunMetadata Runtime::run_metadata() const {
+timeline::RunMetadata Runtime::run_metadata(bool mark_cycles) const {
   timeline::RunMetadata m;
   m.ranks = size_;
   m.hostnames = hostnames_;
@@ -188,7 +190,7 @@ timeline::RunMetadata Runtime::run_metadata() const {
     m.clock_offsets_us.push_back(o.offset_ns() / 1e3);
     m.clock_uncertainty_us.push_back(o.uncertainty_ns() / 1e3);
   }
-  m.mark_cycles = config_.timeline_mark_cycles;
+  m.mark_cycles = mark_cycles;
   m.all_ranks = timeline_all_ranks_;
   return m;
 }
@@ -212,12 +214,19 @@ Handle Runtime::submit(OpType op, const TensorView& view, const std::string& nam
   if (op == OpType::kAllreduce || op == OpType::kAllgather || op == OpType::kBroadcast) {
     q.error = check_view(view);
   }
+  // A request must always fit the wire format, even a bad one: its error travels to rank 0.
+  if (q.shape.size() > kMaxDims) q.shape.resize(kMaxDims);
   if (static_cast<int>(reduce_op) >= kNumReduceOps) {
     q.error = "invalid reduction value " + std::to_string(static_cast<int>(reduce_op));
     q.reduce_op = ReduceOp::kSum;
   }
   std::string local_error;
   if (name.empty()) local_error = "a tensor name must not be empty";
+  if (q.argument.size() > kMaxArgumentBytes) {
+    local_error = "argument of " + std::to_string(q.argument.size()) +
+                  " bytes is longer than the " + std::to_string(kMaxArgumentBytes) +
+                  " bytes allowed";
+  }
   if (name.size() > kMaxNameBytes) {
     local_error = "tensor '" + name.substr(0, 64) + "...': name of " + std::to_string(name.size()) +
                   " bytes is longer than the " + std::to_string(kMaxNameBytes) + " bytes allowed";
@@ -659,7 +668,7 @@ void Runtime::execute_control(const Response& response, const std::vector<Tensor
   if (response.op == OpType::kTimelineStart) {
     if (rank_ == 0) {
       status = timeline_->start(response.argument, response.flags & 1, timeline_all_ranks_,
-                                run_metadata());
+                                run_metadata(response.flags & 1));
     } else {
       timeline_->start("", response.flags & 1, timeline_all_ranks_, {});
     }

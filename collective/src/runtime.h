@@ -82,7 +82,7 @@ class Runtime {
   // Rank 0, at most once a second: stalled tensors, persistent stragglers, lateness counters.
   void inspect(int64_t now_ns);
   void request_shutdown_everywhere(int from_rank, std::string reason);
-  timeline::RunMetadata run_metadata() const;
+  timeline::RunMetadata run_metadata(bool mark_cycles) const;
 
   Config config_;
   Clock clock_;

@@ -105,7 +105,6 @@ class Reader {
   const uint8_t* end_;
 };
 
-constexpr size_t kMaxArgumentBytes = 1 << 20;
 constexpr size_t kMaxErrorBytes = 1 << 24;
 
 void put_common(Writer& w, OpType op, ReduceOp reduce_op, DataType dtype, int32_t device,
@@ -140,6 +139,10 @@ void encode(const WorkerMessage& m, std::vector<uint8_t>* out) {
   for (const Request& q : m.requests) {
     w.str(q.name, kMaxNameBytes);
     put_common(w, q.op, q.reduce_op, q.dtype, q.device, q.root, q.flags);
+    if (q.shape.size() > kMaxDims) {
+      throw WireError("tensor '" + q.name + "' has " + std::to_string(q.shape.size()) +
+                      " dimensions; the wire format carries at most " + std::to_string(kMaxDims));
+    }
     w.vec(q.shape);
     w.pod(q.ready_ns);
     w.str(q.argument, kMaxArgumentBytes);

@@ -20,6 +20,8 @@ class WireError : public std::runtime_error {
 inline constexpr size_t kMaxNameBytes = 65535;
 // Most dimensions a tensor may have.
 inline constexpr size_t kMaxDims = 64;
+// Longest request argument (a timeline path).
+inline constexpr size_t kMaxArgumentBytes = 1 << 20;
 
 void encode(const WorkerMessage& message, std::vector<uint8_t>* out);
 WorkerMessage decode_worker_message(const uint8_t* data, size_t size);

@@ -34,14 +34,16 @@ using tltest::Trace;
 //  - the clock-offset error after alignment (its uncertainty, a few µs here; under the skew test
 //    the ±50 ms skew is removed by the alignment, or the lag is off by 50 ms).
 // Lower side: only the barrier spread can make the lag shorter than D: allow 2 ms. Upper side:
-// overshoot plus a lost time slice or two: allow 8 ms. Both are far below the 50 ms an unaligned
-// skew would add or remove, and the checks below hold on >= 90% of negotiations, not all, so
-// that one preempted step does not fail the test. The median must be tighter: within
-// [D - 1 ms, D + 3 ms].
+// overshoot plus a lost time slice or two: allow 10 ms (measured here: median D + 0.15 to 0.3 ms,
+// max D + 5 ms with 4 ranks on 2 idle cores; under two extra CPU hogs single steps reach D + 30
+// ms, which is why the timing tests run RUN_SERIAL). Both sides are far below the 50 ms (or 100
+// ms) an unaligned skew would add or remove. The window must hold on >= 90% of negotiations,
+// not all, so that one preempted step (16 negotiations of 160) does not fail the test; the
+// median, which one bad step cannot move, must be within [D - 1 ms, D + 5 ms].
 constexpr double kLagBelowUs = 2000;
-constexpr double kLagAboveUs = 8000;
+constexpr double kLagAboveUs = 10000;
 constexpr double kMedianBelowUs = 1000;
-constexpr double kMedianAboveUs = 3000;
+constexpr double kMedianAboveUs = 5000;
 constexpr double kMinFraction = 0.90;
 
 // Clock offsets measured by min-round-trip ping-pong on one machine are within a few µs of the
@@ -76,7 +78,8 @@ int main(int argc, char** argv) {
                "every negotiation has its operation slice on every expected lane");
   app.add_option("--slow-rank", slow_rank, "the rank ranktime-synth delayed");
   app.add_option("--delay-ms", delay_ms, "its delay per step");
-  app.add_option("--skew-us", skew_list, "RANKTIME_TEST_CLOCK_SKEW_US of each rank, comma-separated");
+  app.add_option("--skew-us", skew_list,
+                 "RANKTIME_TEST_CLOCK_SKEW_US of each rank, comma-separated");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<std::string> problems;
@@ -84,14 +87,18 @@ int main(int argc, char** argv) {
   const bool parsed = tltest::load_trace(path, &t, &problems) || t.ranks > 0;
   auto fail = [&](const std::string& what) { problems.push_back(what); };
   if (parsed) {
-    if (t.ranks != ranks) fail("ranktime_run says ranks=" + std::to_string(t.ranks) + ", expected " + std::to_string(ranks));
+    if (t.ranks != ranks)
+      fail("ranktime_run says ranks=" + std::to_string(t.ranks) + ", expected " +
+           std::to_string(ranks));
     if (t.run_end.is_object() && t.run_end.value("events_dropped", int64_t{-1}) != 0) {
-      fail("ranktime_run_end events_dropped = " + t.run_end.value("events_dropped", tltest::json()).dump());
+      fail("ranktime_run_end events_dropped = " +
+           t.run_end.value("events_dropped", tltest::json()).dump());
     }
 
     // Lanes: every rank's (tid 1 + r) or rank 0's only, as the metadata says.
     const bool all = lanes == "all";
-    if (t.run.value("all_ranks", !all) != all) fail("ranktime_run all_ranks is not " + std::string(all ? "true" : "false"));
+    if (t.run.value("all_ranks", !all) != all)
+      fail("ranktime_run all_ranks is not " + std::string(all ? "true" : "false"));
     std::set<int> lane_tids;
     for (const auto& [pid, tid] : t.threads_with_events) {
       if (pid > 0 && tid > 0) lane_tids.insert(tid);
@@ -115,17 +122,20 @@ int main(int argc, char** argv) {
         for (int r = 0; r < (all ? ranks : 1); ++r) {
           const int got = processed.count({pid, r}) ? processed[{pid, r}] : 0;
           if (got != count) {
-            fail("tensor " + tltest::printable(t.process_names[pid]) + ": " + std::to_string(count) +
-                 " negotiations but " + std::to_string(got) + " operation slices on rank " + std::to_string(r) + "'s lane");
+            fail("tensor " + tltest::printable(t.process_names[pid]) + ": " +
+                 std::to_string(count) + " negotiations but " + std::to_string(got) +
+                 " operation slices on rank " + std::to_string(r) + "'s lane");
           }
         }
       }
     }
 
     // Cycle markers.
-    if (t.run.value("mark_cycles", cycles == 0) != (cycles != 0)) fail("ranktime_run mark_cycles disagrees with --cycles");
+    if (t.run.value("mark_cycles", cycles == 0) != (cycles != 0))
+      fail("ranktime_run mark_cycles disagrees with --cycles");
     if (cycles && t.cycles.empty()) fail("TIMELINE_MARK_CYCLES=1 but no CYCLE_START instant");
-    if (!cycles && !t.cycles.empty()) fail(std::to_string(t.cycles.size()) + " CYCLE_START instants without TIMELINE_MARK_CYCLES");
+    if (!cycles && !t.cycles.empty())
+      fail(std::to_string(t.cycles.size()) + " CYCLE_START instants without TIMELINE_MARK_CYCLES");
 
     // The workload's tensors, each negotiated once per step.
     std::map<int, int> grad_negotiations;
@@ -136,13 +146,14 @@ int main(int argc, char** argv) {
       if (grad_negotiations.count(n.pid)) ++grad_negotiations[n.pid];
     }
     if (tensors >= 0 && static_cast<int>(grad_negotiations.size()) != tensors) {
-      fail(std::to_string(grad_negotiations.size()) + " grad.* tensors, expected " + std::to_string(tensors));
+      fail(std::to_string(grad_negotiations.size()) + " grad.* tensors, expected " +
+           std::to_string(tensors));
     }
     if (per_tensor >= 0) {
       for (const auto& [pid, count] : grad_negotiations) {
         if (count != per_tensor) {
-          fail("tensor " + tltest::printable(t.process_names[pid]) + " negotiated " + std::to_string(count) +
-               " times, expected " + std::to_string(per_tensor));
+          fail("tensor " + tltest::printable(t.process_names[pid]) + " negotiated " +
+               std::to_string(count) + " times, expected " + std::to_string(per_tensor));
         }
       }
     }
@@ -155,7 +166,8 @@ int main(int argc, char** argv) {
       std::vector<std::string> examples;
       for (const Negotiation& n : t.negotiations) {
         // The first step pays one-time costs; the barrier's lateness is not the injected delay.
-        if (n.index_for_pid == 0 || is_internal(t.process_names[n.pid]) || n.op != "ALLREDUCE") continue;
+        if (n.index_for_pid == 0 || is_internal(t.process_names[n.pid]) || n.op != "ALLREDUCE")
+          continue;
         const tltest::Tick* tick = n.tick_of(slow_rank);
         if (!tick) continue;  // reported by load_trace
         ++considered;
@@ -166,36 +178,45 @@ int main(int argc, char** argv) {
         }
         others_max_lag.push_back(others);
         const bool last = n.last_rank == slow_rank;
-        const bool in_range = tick->lag_us >= d_us - kLagBelowUs && tick->lag_us <= d_us + kLagAboveUs;
+        const bool in_range =
+            tick->lag_us >= d_us - kLagBelowUs && tick->lag_us <= d_us + kLagAboveUs;
         if (!last) ++not_last;
         if (last && in_range) {
           ++good;
         } else if (examples.size() < 5) {
-          examples.push_back(tltest::printable(t.process_names[n.pid]) + " at " + std::to_string(n.begin) +
-                             ": last_rank " + std::to_string(n.last_rank) + ", rank " + std::to_string(slow_rank) +
+          examples.push_back(tltest::printable(t.process_names[n.pid]) + " at " +
+                             std::to_string(n.begin) + ": last_rank " +
+                             std::to_string(n.last_rank) + ", rank " + std::to_string(slow_rank) +
                              " lag " + std::to_string(tick->lag_us) + " us");
         }
       }
       const double med = median(slow_lags), others_med = median(others_max_lag);
-      std::fprintf(stderr,
-                   "tl-check-trace: slow rank %d: %d negotiations considered, %d with it last and lag in "
-                   "[%.0f, %.0f] us, %d with another rank last; its lag median %.1f us, min %.1f, max %.1f; "
-                   "other ranks' largest lag median %.1f us\n",
-                   slow_rank, considered, good, d_us - kLagBelowUs, d_us + kLagAboveUs, not_last, med,
-                   slow_lags.empty() ? NAN : *std::min_element(slow_lags.begin(), slow_lags.end()),
-                   slow_lags.empty() ? NAN : *std::max_element(slow_lags.begin(), slow_lags.end()), others_med);
-      if (considered < 10) fail("only " + std::to_string(considered) + " negotiations to judge the slow rank by");
+      std::fprintf(
+          stderr,
+          "tl-check-trace: slow rank %d: %d negotiations considered, %d with it last and lag in "
+          "[%.0f, %.0f] us, %d with another rank last; its lag median %.1f us, min %.1f, max %.1f; "
+          "other ranks' largest lag median %.1f us\n",
+          slow_rank, considered, good, d_us - kLagBelowUs, d_us + kLagAboveUs, not_last, med,
+          slow_lags.empty() ? NAN : *std::min_element(slow_lags.begin(), slow_lags.end()),
+          slow_lags.empty() ? NAN : *std::max_element(slow_lags.begin(), slow_lags.end()),
+          others_med);
+      if (considered < 10)
+        fail("only " + std::to_string(considered) + " negotiations to judge the slow rank by");
       if (considered > 0 && good < kMinFraction * considered) {
-        fail("rank " + std::to_string(slow_rank) + " is last with a lag of D=" + std::to_string(d_us) + " us in only " +
-             std::to_string(good) + " of " + std::to_string(considered) + " negotiations; e.g. " + tltest::join(examples, "; "));
+        fail("rank " + std::to_string(slow_rank) + " is last with a lag of D=" +
+             std::to_string(d_us) + " us in only " + std::to_string(good) + " of " +
+             std::to_string(considered) + " negotiations; e.g. " + tltest::join(examples, "; "));
       }
       if (!(med >= d_us - kMedianBelowUs && med <= d_us + kMedianAboveUs)) {
-        fail("median lag of rank " + std::to_string(slow_rank) + " is " + std::to_string(med) + " us, expected " +
-             std::to_string(d_us) + " us (-" + std::to_string(kMedianBelowUs) + "/+" + std::to_string(kMedianAboveUs) + ")");
+        fail("median lag of rank " + std::to_string(slow_rank) + " is " + std::to_string(med) +
+             " us, expected " + std::to_string(d_us) + " us (-" + std::to_string(kMedianBelowUs) +
+             "/+" + std::to_string(kMedianAboveUs) + ")");
       }
-      // The punctual ranks: close together, far from the 50 ms an unaligned skew would put them apart.
+      // The punctual ranks: close together, far from the 50 ms an unaligned skew would put them
+      // apart.
       if (!(others_med <= d_us / 4)) {
-        fail("the punctual ranks' median largest lag is " + std::to_string(others_med) + " us (over D/4)");
+        fail("the punctual ranks' median largest lag is " + std::to_string(others_med) +
+             " us (over D/4)");
       }
     }
 
@@ -205,7 +226,8 @@ int main(int argc, char** argv) {
       std::stringstream ss(skew_list);
       for (std::string item; std::getline(ss, item, ',');) skew.push_back(std::stod(item));
       if (static_cast<int>(skew.size()) != ranks) {
-        fail("--skew-us has " + std::to_string(skew.size()) + " entries for " + std::to_string(ranks) + " ranks");
+        fail("--skew-us has " + std::to_string(skew.size()) + " entries for " +
+             std::to_string(ranks) + " ranks");
       } else {
         for (const char* which : {"ranktime_run", "ranktime_run_end"}) {
           const tltest::json& m = std::string(which) == "ranktime_run" ? t.run : t.run_end;
@@ -215,11 +237,14 @@ int main(int argc, char** argv) {
             const double got = m["clock_offsets_us"][r].get<double>();
             const double unc = m["clock_uncertainty_us"][r].get<double>();
             const double tol = std::max(kOffsetToleranceUs, 3 * unc);
-            std::fprintf(stderr, "tl-check-trace: %s rank %d clock offset %.3f us (+- %.3f), injected %.0f us\n",
-                         which, r, got, unc, want);
+            std::fprintf(
+                stderr,
+                "tl-check-trace: %s rank %d clock offset %.3f us (+- %.3f), injected %.0f us\n",
+                which, r, got, unc, want);
             if (std::fabs(got - want) > tol) {
-              fail(std::string(which) + " clock_offsets_us[" + std::to_string(r) + "] = " + std::to_string(got) +
-                   ", expected " + std::to_string(want) + " +- " + std::to_string(tol));
+              fail(std::string(which) + " clock_offsets_us[" + std::to_string(r) +
+                   "] = " + std::to_string(got) + ", expected " + std::to_string(want) + " +- " +
+                   std::to_string(tol));
             }
           }
         }
@@ -228,11 +253,12 @@ int main(int argc, char** argv) {
   }
 
   if (!problems.empty()) {
-    std::fprintf(stderr, "tl-check-trace: %s: %zu problem(s):\n  %s\n", path.c_str(), problems.size(),
-                 tltest::join(problems).c_str());
+    std::fprintf(stderr, "tl-check-trace: %s: %zu problem(s):\n  %s\n", path.c_str(),
+                 problems.size(), tltest::join(problems).c_str());
     return 1;
   }
-  std::fprintf(stderr, "tl-check-trace: %s: ok (%zu events, %zu negotiations, %zu operation slices)\n", path.c_str(),
-               t.events.size(), t.negotiations.size(), t.ops.size());
+  std::fprintf(stderr,
+               "tl-check-trace: %s: ok (%zu events, %zu negotiations, %zu operation slices)\n",
+               path.c_str(), t.events.size(), t.negotiations.size(), t.ops.size());
   return 0;
 }

@@ -39,7 +39,7 @@ struct Negotiation {
   int last_rank = -1;
   double spread_us = 0;
   bool has_error = false;
-  std::vector<Tick> ticks;  // file order (= time order)
+  std::vector<Tick> ticks;   // file order (= time order)
   size_t index_for_pid = 0;  // 0 for the tensor's first negotiation in this file, 1 next, ...
 
   const Tick* tick_of(int rank) const {
@@ -69,10 +69,10 @@ struct Trace {
   std::map<int, std::string> process_names;  // pid -> process_name
   std::map<std::pair<int, int>, std::string> thread_names;
   std::set<std::pair<int, int>> threads_with_events;  // (pid, tid) with non-metadata events
-  std::vector<Negotiation> negotiations;  // file order
-  std::vector<OpSlice> ops;               // file order
-  std::vector<std::pair<double, int64_t>> cycles;  // CYCLE_START (ts, cycle)
-  std::vector<json> global_instants;      // other instants on pid 0
+  std::vector<Negotiation> negotiations;              // file order
+  std::vector<OpSlice> ops;                           // file order
+  std::vector<std::pair<double, int64_t>> cycles;     // CYCLE_START (ts, cycle)
+  std::vector<json> global_instants;                  // other instants on pid 0
 
   // pid of the tensor named `name`; -1 when absent, -2 when more than one process has it.
   int pid_of(const std::string& name) const {
@@ -97,11 +97,21 @@ inline const std::set<std::string>& op_names() {
 }
 
 inline const std::set<std::string>& sub_phase_names() {
-  static const std::set<std::string> s{
-      "QUEUE",          "WAIT_FOR_DATA",      "WAIT_FOR_OTHER_TENSOR_DATA", "MEMCPY_IN_FUSION_BUFFER",
-      "MEMCPY_OUT_FUSION_BUFFER", "MPI_ALLREDUCE", "MPI_ALLGATHER",          "MPI_BCAST",
-      "NCCL_ALLREDUCE", "NCCL_ALLGATHER",     "NCCL_BCAST",                 "NCCL_REDUCESCATTER",
-      "NCCL_REDUCE",    "MEMCPY_IN_HOST_BUFFER", "MEMCPY_OUT_HOST_BUFFER"};
+  static const std::set<std::string> s{"QUEUE",
+                                       "WAIT_FOR_DATA",
+                                       "WAIT_FOR_OTHER_TENSOR_DATA",
+                                       "MEMCPY_IN_FUSION_BUFFER",
+                                       "MEMCPY_OUT_FUSION_BUFFER",
+                                       "MPI_ALLREDUCE",
+                                       "MPI_ALLGATHER",
+                                       "MPI_BCAST",
+                                       "NCCL_ALLREDUCE",
+                                       "NCCL_ALLGATHER",
+                                       "NCCL_BCAST",
+                                       "NCCL_REDUCESCATTER",
+                                       "NCCL_REDUCE",
+                                       "MEMCPY_IN_HOST_BUFFER",
+                                       "MEMCPY_OUT_HOST_BUFFER"};
   return s;
 }
 
@@ -182,7 +192,9 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
     }
     const std::string name = e["name"];
     if (e["ph"] == "M" && name == "ranktime_run") {
-      if (run_at >= 0) problem("ranktime_run appears twice (events " + std::to_string(run_at) + ", " + std::to_string(i) + ")");
+      if (run_at >= 0)
+        problem("ranktime_run appears twice (events " + std::to_string(run_at) + ", " +
+                std::to_string(i) + ")");
       run_at = static_cast<int>(i);
     }
     if (e["ph"] == "M" && name == "ranktime_run_end") {
@@ -211,7 +223,8 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
     t.run_end = ev[run_end_at].value("args", json::object());
   }
   if (!t.run.is_null()) {
-    if (!t.run.contains("ranks") || !detail::is_int(t.run["ranks"]) || t.run["ranks"].get<int>() < 1) {
+    if (!t.run.contains("ranks") || !detail::is_int(t.run["ranks"]) ||
+        t.run["ranks"].get<int>() < 1) {
       problem("ranktime_run has no valid 'ranks': " + t.run.dump());
     } else {
       t.ranks = t.run["ranks"].get<int>();
@@ -222,7 +235,8 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
                   std::to_string(t.ranks) + " entries");
         }
       }
-      for (const char* key : {"start_time_since_epoch_in_micros", "config", "mark_cycles", "all_ranks"}) {
+      for (const char* key :
+           {"start_time_since_epoch_in_micros", "config", "mark_cycles", "all_ranks"}) {
         if (!t.run.contains(key)) problem(std::string("ranktime_run lacks '") + key + "'");
       }
     }
@@ -255,10 +269,23 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
       continue;  // reported above
     }
     const int pid = e["pid"], tid = e["tid"];
-    const std::string ph = e["ph"], name = e["name"];
-    const std::string where = "event " + std::to_string(i) + " (pid " + std::to_string(pid) +
-                              ", tid " + std::to_string(tid) + ", " + ph + " " + printable(name) + ")";
-    const json args = e.value("args", json::object());
+    const std::string& ph = e["ph"].get_ref<const std::string&>();
+    const std::string& name = e["name"].get_ref<const std::string&>();
+    // Built only when a problem is reported: formatting it for every event would dominate.
+    struct Where {
+      size_t i;
+      int pid, tid;
+      const std::string &ph, &name;
+      operator std::string() const {
+        return "event " + std::to_string(i) + " (pid " + std::to_string(pid) + ", tid " +
+               std::to_string(tid) + ", " + ph + " " + printable(name) + ")";
+      }
+      std::string operator+(const std::string& s) const { return std::string(*this) + s; }
+      std::string operator+(const char* s) const { return std::string(*this) + s; }
+    } where{i, pid, tid, ph, name};
+    static const json kNoArgs = json::object();
+    const auto args_it = e.find("args");
+    const json& args = args_it != e.end() ? *args_it : kNoArgs;
     if (pid < 0 || tid < 0) {
       problem(where + ": negative pid/tid");
       continue;
@@ -283,13 +310,17 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
         if (!args.contains("name") || !args["name"].is_string()) {
           problem(where + ": malformed thread_name");
         } else {
-          std::string expected = pid == 0 ? "cycles" : tid == 0 ? "negotiate" : "rank " + std::to_string(tid - 1);
+          std::string expected = pid == 0   ? "cycles"
+                                 : tid == 0 ? "negotiate"
+                                            : "rank " + std::to_string(tid - 1);
           if (args["name"] != expected) {
-            problem(where + ": thread named " + args["name"].dump() + ", expected \"" + expected + "\"");
+            problem(where + ": thread named " + args["name"].dump() + ", expected \"" + expected +
+                    "\"");
           }
           t.thread_names[{pid, tid}] = args["name"];
         }
-      } else if (name != "thread_sort_index" && name != "ranktime_run" && name != "ranktime_run_end") {
+      } else if (name != "thread_sort_index" && name != "ranktime_run" &&
+                 name != "ranktime_run_end") {
         problem(where + ": unknown metadata event");
       }
       continue;
@@ -303,15 +334,18 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
     const double ts = e["ts"];
     auto& th = threads[{pid, tid}];
     if (th.has_ts && ts < th.last_ts) {
-      problem(where + ": ts " + std::to_string(ts) + " goes back in time (previous event on this thread at " +
-              std::to_string(th.last_ts) + ")");
+      problem(where + ": ts " + std::to_string(ts) +
+              " goes back in time (previous event on this thread at " + std::to_string(th.last_ts) +
+              ")");
     }
     th.last_ts = ts;
     th.has_ts = true;
     if (!t.threads_with_events.count({pid, tid})) {
       t.threads_with_events.insert({pid, tid});
-      if (!t.process_names.count(pid)) problem(where + ": first event of pid " + std::to_string(pid) + " before its process_name");
-      if (!t.thread_names.count({pid, tid})) problem(where + ": first event of this thread before its thread_name");
+      if (!t.process_names.count(pid))
+        problem(where + ": first event of pid " + std::to_string(pid) + " before its process_name");
+      if (!t.thread_names.count({pid, tid}))
+        problem(where + ": first event of this thread before its thread_name");
     }
     if (run_at >= 0 && static_cast<int>(i) < run_at) problem(where + ": before ranktime_run");
 
@@ -324,13 +358,16 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
             problem(where + ": CYCLE_START without an integer cycle arg");
           } else {
             const int64_t c = args["cycle"];
-            if (c <= last_cycle) problem(where + ": cycle " + std::to_string(c) + " after cycle " + std::to_string(last_cycle));
+            if (c <= last_cycle)
+              problem(where + ": cycle " + std::to_string(c) + " after cycle " +
+                      std::to_string(last_cycle));
             last_cycle = c;
             t.cycles.emplace_back(ts, c);
           }
         } else {
           if (e.value("s", "") != "g") problem(where + ": global instant scope is not \"g\"");
-          if (!args.contains("message") || !args["message"].is_string()) problem(where + ": instant without a message");
+          if (!args.contains("message") || !args["message"].is_string())
+            problem(where + ": instant without a message");
           t.global_instants.push_back(e);
         }
       } else if (ph != "C") {
@@ -340,7 +377,9 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
     }
 
     // A tensor process.
-    if (ranks > 0 && tid > ranks) problem(where + ": tid " + std::to_string(tid) + " but only " + std::to_string(ranks) + " ranks");
+    if (ranks > 0 && tid > ranks)
+      problem(where + ": tid " + std::to_string(tid) + " but only " + std::to_string(ranks) +
+              " ranks");
     if (tid == 0) {
       // The negotiate thread: NEGOTIATE_<OP> slices holding one zero-length tick per rank.
       if (ph == "B") {
@@ -360,19 +399,25 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
           problem(where + ": tick outside any NEGOTIATE slice");
           continue;
         }
-        if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() != 0) problem(where + ": tick with dur != 0");
+        if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() != 0)
+          problem(where + ": tick with dur != 0");
         if (!args.contains("rank") || !detail::is_int(args["rank"]) || !args.contains("lag_us") ||
             !args["lag_us"].is_number()) {
           problem(where + ": tick without integer rank / numeric lag_us args");
           continue;
         }
         Tick tick{args["rank"].get<int>(), ts, args["lag_us"].get<double>()};
-        if (name != std::to_string(tick.rank)) problem(where + ": tick name differs from its rank arg " + std::to_string(tick.rank));
-        if (tick.rank < 0 || tick.rank >= ranks) problem(where + ": tick rank " + std::to_string(tick.rank) + " out of range");
+        if (name != std::to_string(tick.rank))
+          problem(where + ": tick name differs from its rank arg " + std::to_string(tick.rank));
+        if (tick.rank < 0 || tick.rank >= ranks)
+          problem(where + ": tick rank " + std::to_string(tick.rank) + " out of range");
         if (tick.lag_us < 0) problem(where + ": negative lag_us");
         if (ts < th.stack.back().ts) problem(where + ": tick before its slice's B");
-        if (th.negotiation.tick_of(tick.rank)) problem(where + ": second tick of rank " + std::to_string(tick.rank) + " in one negotiation");
-        if (th.negotiation.ticks.empty() && tick.lag_us != 0) problem(where + ": the first tick's lag_us is not 0");
+        if (th.negotiation.tick_of(tick.rank))
+          problem(where + ": second tick of rank " + std::to_string(tick.rank) +
+                  " in one negotiation");
+        if (th.negotiation.ticks.empty() && tick.lag_us != 0)
+          problem(where + ": the first tick's lag_us is not 0");
         th.negotiation.ticks.push_back(tick);
       } else if (ph == "E") {
         if (th.stack.empty()) {
@@ -394,13 +439,14 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
         if (static_cast<int>(n.ticks.size()) != ranks) {
           std::string got;
           for (const Tick& k : n.ticks) got += (got.empty() ? "" : ",") + std::to_string(k.rank);
-          problem(where + ": " + std::to_string(n.ticks.size()) + " ticks (ranks " + got + "), expected one per rank (" +
-                  std::to_string(ranks) + ")");
+          problem(where + ": " + std::to_string(n.ticks.size()) + " ticks (ranks " + got +
+                  "), expected one per rank (" + std::to_string(ranks) + ")");
         }
         double max_lag = 0;
         int max_rank = -1;
         for (const Tick& k : n.ticks) {
-          if (k.ts > ts) problem(where + ": tick of rank " + std::to_string(k.rank) + " after the E");
+          if (k.ts > ts)
+            problem(where + ": tick of rank " + std::to_string(k.rank) + " after the E");
           if (k.lag_us >= max_lag) {
             max_lag = k.lag_us;
             max_rank = k.rank;
@@ -408,12 +454,13 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
         }
         if (!n.ticks.empty() && n.last_rank >= 0) {
           if (n.ticks.back().rank != n.last_rank) {
-            problem(where + ": last_rank " + std::to_string(n.last_rank) + " but the last tick is rank " +
-                    std::to_string(n.ticks.back().rank));
+            problem(where + ": last_rank " + std::to_string(n.last_rank) +
+                    " but the last tick is rank " + std::to_string(n.ticks.back().rank));
           }
           if (std::fabs(n.spread_us - max_lag) > 0.002) {
-            problem(where + ": spread_us " + std::to_string(n.spread_us) + " differs from the largest lag " +
-                    std::to_string(max_lag) + " (rank " + std::to_string(max_rank) + ")");
+            problem(where + ": spread_us " + std::to_string(n.spread_us) +
+                    " differs from the largest lag " + std::to_string(max_lag) + " (rank " +
+                    std::to_string(max_rank) + ")");
           }
         }
         n.index_for_pid = negotiations_per_pid[pid]++;
@@ -431,7 +478,8 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
         for (const char* key : {"dtype", "shape", "bytes", "fused_tensors"}) {
           if (!args.contains(key)) problem(where + ": operation slice lacks arg '" + key + "'");
         }
-        if (args.contains("fused_tensors") && (!detail::is_int(args["fused_tensors"]) || args["fused_tensors"].get<int64_t>() < 1)) {
+        if (args.contains("fused_tensors") &&
+            (!detail::is_int(args["fused_tensors"]) || args["fused_tensors"].get<int64_t>() < 1)) {
           problem(where + ": fused_tensors is not a positive integer");
         }
         th.op = OpSlice{};
@@ -452,7 +500,8 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
         problem(where + ": E without a B");
         continue;
       }
-      if (th.stack.back().name != name) problem(where + ": E closes " + th.stack.back().name + " (improper nesting)");
+      if (th.stack.back().name != name)
+        problem(where + ": E closes " + th.stack.back().name + " (improper nesting)");
       if (ts < th.stack.back().ts) problem(where + ": ends before it begins");
       th.stack.pop_back();
       if (th.stack.empty()) {
@@ -466,8 +515,8 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
   }
   for (const auto& [key, th] : threads) {
     for (const detail::Open& o : th.stack) {
-      problem("pid " + std::to_string(key.first) + " tid " + std::to_string(key.second) + ": " + o.name +
-              " opened at event " + std::to_string(o.index) + " is never closed");
+      problem("pid " + std::to_string(key.first) + " tid " + std::to_string(key.second) + ": " +
+              o.name + " opened at event " + std::to_string(o.index) + " is never closed");
     }
   }
   return problems->size() == problems_before;

@@ -57,10 +57,10 @@ enum class RecordKind : uint8_t {
 inline constexpr int kMaxInlineDims = 8;
 
 struct OpArgs {
-  uint8_t dtype;          // ranktime::DataType value
-  uint8_t ndim;           // number of dims; dims beyond kMaxInlineDims are not kept
+  uint8_t dtype;           // ranktime::DataType value
+  uint8_t ndim;            // number of dims; dims beyond kMaxInlineDims are not kept
   uint16_t fused_tensors;  // tensors in the fused batch, this one included (1 = not fused)
-  uint32_t error_string;  // StringTable id of an error message, 0 when none
+  uint32_t error_string;   // StringTable id of an error message, 0 when none
   int64_t bytes;
   int64_t dims[kMaxInlineDims];
 };
@@ -95,9 +95,9 @@ struct CounterArgs {
 // recording rank's clock), in the same time base as the writer's run start.
 struct Record {
   int64_t ts_ns = 0;
-  int64_t end_ns = 0;    // kSpan only
-  uint32_t tensor = 0;   // tensor id from the StringTable (its name); pid is tensor + 1
-  int16_t rank = 0;      // lane: thread 1 + rank on the tensor's process
+  int64_t end_ns = 0;   // kSpan only
+  uint32_t tensor = 0;  // tensor id from the StringTable (its name); pid is tensor + 1
+  int16_t rank = 0;     // lane: thread 1 + rank on the tensor's process
   RecordKind kind = RecordKind::kSpan;
   Phase phase = Phase::kQueue;
   union {

@@ -76,6 +76,9 @@ class TraceWriter {
 
 // Flushes and closes every open TraceWriter when the process gets SIGINT or SIGTERM, then lets
 // the signal take its course (previous handler, or the default action). Installed once.
-void install_signal_flush();
+// `linger` delays the default action: a process without a writer (a rank other than 0) waits so
+// that rank 0, which mpirun signals at the same moment, can close its file before mpirun sees the
+// first rank die and SIGKILLs the rest. The longest linger asked for holds.
+void install_signal_flush(std::chrono::milliseconds linger = std::chrono::milliseconds(0));
 
 }  // namespace ranktime::timeline

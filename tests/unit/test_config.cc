@@ -1,0 +1,284 @@
+// Tests for config.h: defaults, every variable's accepted spellings, and errors that name the
+// variable and the malformed value.
+#include "config.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ranktime {
+namespace {
+
+using ::testing::HasSubstr;
+
+using Env = std::map<std::string, std::string>;
+
+Config parse(const Env& env) {
+  return parse_config([&env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+// Every variable config.h documents, in describe() order.
+const std::vector<std::string> kAllVariables = {"TIMELINE_FILENAME",
+                                                "TIMELINE_MARK_CYCLES",
+                                                "TIMELINE_ALL_RANKS",
+                                                "RANKTIME_FUSION_THRESHOLD",
+                                                "RANKTIME_FUSION_MAX_TENSOR",
+                                                "RANKTIME_CYCLE_TIME_MS",
+                                                "RANKTIME_STALL_WARNING_S",
+                                                "RANKTIME_STALL_SHUTDOWN_S",
+                                                "RANKTIME_STRAGGLER_THRESHOLD_MS",
+                                                "RANKTIME_STRAGGLER_WARNING_INTERVAL_S",
+                                                "RANKTIME_LOG_LEVEL",
+                                                "RANKTIME_TEST_CLOCK_SKEW_US",
+                                                "RANKTIME_HIERARCHICAL_ALLREDUCE"};
+
+std::vector<std::string> described_names(const Config& c) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : c.describe()) names.push_back(name);
+  return names;
+}
+
+std::map<std::string, std::string> described(const Config& c) {
+  auto pairs = c.describe();
+  return {pairs.begin(), pairs.end()};
+}
+
+TEST(Config, DefaultsWhenNothingIsSet) {
+  Config c = parse({});
+  EXPECT_EQ(c.timeline_filename, "");
+  EXPECT_FALSE(c.timeline_mark_cycles);
+  EXPECT_TRUE(c.timeline_all_ranks);
+  EXPECT_EQ(c.fusion_threshold, 64 * 1024 * 1024);
+  EXPECT_EQ(c.fusion_max_tensor, 1024 * 1024);
+  EXPECT_DOUBLE_EQ(c.cycle_time_ms, 5.0);
+  EXPECT_DOUBLE_EQ(c.stall_warning_s, 60.0);
+  EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
+  EXPECT_DOUBLE_EQ(c.straggler_threshold_ms, 5.0);
+  EXPECT_DOUBLE_EQ(c.straggler_warning_interval_s, 60.0);
+  EXPECT_EQ(c.log_level, LogLevel::kWarning);
+  EXPECT_EQ(c.test_clock_skew_us, 0);
+  EXPECT_FALSE(c.hierarchical_allreduce);
+}
+
+TEST(Config, ReadsExactlyTheVariablesDescribeLists) {
+  std::set<std::string> asked;
+  parse_config([&asked](const char* name) -> std::optional<std::string> {
+    asked.insert(name);
+    return std::nullopt;
+  });
+  auto names = described_names(Config{});
+  EXPECT_EQ(asked, std::set<std::string>(names.begin(), names.end()));
+  EXPECT_EQ(names.size(), asked.size()) << "describe() lists a variable twice";
+}
+
+TEST(Config, TimelineFilenameIsTakenVerbatim) {
+  EXPECT_EQ(parse({{"TIMELINE_FILENAME", "/tmp/run 1/trace.json"}}).timeline_filename,
+            "/tmp/run 1/trace.json");
+  EXPECT_EQ(parse({{"TIMELINE_FILENAME", ""}}).timeline_filename, "");
+}
+
+// Each boolean variable with a pointer to its field.
+struct BoolVariable {
+  const char* name;
+  bool Config::*field;
+};
+const BoolVariable kBoolVariables[] = {
+    {"TIMELINE_MARK_CYCLES", &Config::timeline_mark_cycles},
+    {"TIMELINE_ALL_RANKS", &Config::timeline_all_ranks},
+    {"RANKTIME_HIERARCHICAL_ALLREDUCE", &Config::hierarchical_allreduce},
+};
+
+TEST(Config, BooleansAcceptEverySpelling) {
+  const char* truthy[] = {"1", "true", "TRUE", "True", "yes", "on"};
+  const char* falsy[] = {"0", "false", "FALSE", "False", "no", "off"};
+  for (const BoolVariable& var : kBoolVariables) {
+    for (const char* v : truthy) {
+      EXPECT_TRUE(parse({{var.name, v}}).*var.field) << var.name << "=" << v;
+    }
+    for (const char* v : falsy) {
+      EXPECT_FALSE(parse({{var.name, v}}).*var.field) << var.name << "=" << v;
+    }
+  }
+}
+
+TEST(Config, Numbers) {
+  Config c = parse({{"RANKTIME_FUSION_THRESHOLD", "0"},
+                    {"RANKTIME_FUSION_MAX_TENSOR", "9223372036854775807"},
+                    {"RANKTIME_CYCLE_TIME_MS", "0.25"},
+                    {"RANKTIME_STALL_WARNING_S", "1e3"},
+                    {"RANKTIME_STALL_SHUTDOWN_S", "0"},
+                    {"RANKTIME_STRAGGLER_THRESHOLD_MS", "0"},
+                    {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "0"},
+                    {"RANKTIME_TEST_CLOCK_SKEW_US", "-1500"}});
+  EXPECT_EQ(c.fusion_threshold, 0);
+  EXPECT_EQ(c.fusion_max_tensor, INT64_MAX);
+  EXPECT_DOUBLE_EQ(c.cycle_time_ms, 0.25);
+  EXPECT_DOUBLE_EQ(c.stall_warning_s, 1000.0);
+  EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
+  EXPECT_DOUBLE_EQ(c.straggler_threshold_ms, 0.0);
+  EXPECT_DOUBLE_EQ(c.straggler_warning_interval_s, 0.0);
+  EXPECT_EQ(c.test_clock_skew_us, -1500);
+
+  c = parse({{"RANKTIME_FUSION_THRESHOLD", "134217728"},
+             {"RANKTIME_FUSION_MAX_TENSOR", "0"},
+             {"RANKTIME_CYCLE_TIME_MS", "12"},
+             {"RANKTIME_STALL_WARNING_S", "0.5"},
+             {"RANKTIME_STALL_SHUTDOWN_S", "300"},
+             {"RANKTIME_STRAGGLER_THRESHOLD_MS", "2.5"},
+             {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "10"},
+             {"RANKTIME_TEST_CLOCK_SKEW_US", "250"}});
+  EXPECT_EQ(c.fusion_threshold, 134217728);
+  EXPECT_EQ(c.fusion_max_tensor, 0);
+  EXPECT_DOUBLE_EQ(c.cycle_time_ms, 12.0);
+  EXPECT_DOUBLE_EQ(c.stall_warning_s, 0.5);
+  EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 300.0);
+  EXPECT_DOUBLE_EQ(c.straggler_threshold_ms, 2.5);
+  EXPECT_DOUBLE_EQ(c.straggler_warning_interval_s, 10.0);
+  EXPECT_EQ(c.test_clock_skew_us, 250);
+}
+
+TEST(Config, LogLevels) {
+  const std::pair<const char*, LogLevel> levels[] = {
+      {"trace", LogLevel::kTrace},     {"debug", LogLevel::kDebug},  {"info", LogLevel::kInfo},
+      {"warning", LogLevel::kWarning}, {"warn", LogLevel::kWarning}, {"error", LogLevel::kError}};
+  for (const auto& [text, level] : levels) {
+    EXPECT_EQ(parse({{"RANKTIME_LOG_LEVEL", text}}).log_level, level) << text;
+  }
+}
+
+TEST(Config, LogLevelNames) {
+  EXPECT_STREQ(log_level_name(LogLevel::kTrace), "trace");
+  EXPECT_STREQ(log_level_name(LogLevel::kDebug), "debug");
+  EXPECT_STREQ(log_level_name(LogLevel::kInfo), "info");
+  EXPECT_STREQ(log_level_name(LogLevel::kWarning), "warning");
+  EXPECT_STREQ(log_level_name(LogLevel::kError), "error");
+}
+
+struct Malformed {
+  const char* variable;
+  const char* value;
+};
+
+// For test names and failure messages.
+void PrintTo(const Malformed& m, std::ostream* os) { *os << m.variable << "='" << m.value << "'"; }
+
+class MalformedConfig : public ::testing::TestWithParam<Malformed> {};
+
+TEST_P(MalformedConfig, ThrowsConfigErrorNamingVariableAndValue) {
+  const Malformed& m = GetParam();
+  try {
+    parse({{m.variable, m.value}});
+    FAIL() << m.variable << "='" << m.value << "' was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(m.variable));
+    EXPECT_THAT(e.what(), HasSubstr(std::string("'") + m.value + "'"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllVariables, MalformedConfig,
+    ::testing::Values(
+        Malformed{"RANKTIME_CYCLE_TIME_MS", "abc"}, Malformed{"RANKTIME_CYCLE_TIME_MS", "-1"},
+        Malformed{"RANKTIME_CYCLE_TIME_MS", "0"}, Malformed{"RANKTIME_CYCLE_TIME_MS", "1e999"},
+        Malformed{"RANKTIME_CYCLE_TIME_MS", ""}, Malformed{"RANKTIME_CYCLE_TIME_MS", "nan"},
+        Malformed{"RANKTIME_CYCLE_TIME_MS", "inf"}, Malformed{"RANKTIME_CYCLE_TIME_MS", "5ms"},
+        Malformed{"RANKTIME_CYCLE_TIME_MS", "5 "}, Malformed{"RANKTIME_FUSION_THRESHOLD", "-5"},
+        Malformed{"RANKTIME_FUSION_THRESHOLD", "12MB"},
+        Malformed{"RANKTIME_FUSION_THRESHOLD", "1.5"},
+        Malformed{"RANKTIME_FUSION_THRESHOLD", "0x10"}, Malformed{"RANKTIME_FUSION_THRESHOLD", ""},
+        Malformed{"RANKTIME_FUSION_THRESHOLD", "99999999999999999999"},
+        Malformed{"RANKTIME_FUSION_MAX_TENSOR", "-1"},
+        Malformed{"RANKTIME_FUSION_MAX_TENSOR", "1MiB"}, Malformed{"RANKTIME_STALL_WARNING_S", "0"},
+        Malformed{"RANKTIME_STALL_WARNING_S", "-3"}, Malformed{"RANKTIME_STALL_WARNING_S", "soon"},
+        Malformed{"RANKTIME_STALL_SHUTDOWN_S", "-1"},
+        Malformed{"RANKTIME_STALL_SHUTDOWN_S", "1e999"},
+        Malformed{"RANKTIME_STALL_SHUTDOWN_S", "never"},
+        Malformed{"RANKTIME_STRAGGLER_THRESHOLD_MS", "-1"},
+        Malformed{"RANKTIME_STRAGGLER_THRESHOLD_MS", "5ms"},
+        Malformed{"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "-0.5"},
+        Malformed{"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "1e999"},
+        Malformed{"RANKTIME_LOG_LEVEL", "loud"}, Malformed{"RANKTIME_LOG_LEVEL", ""},
+        Malformed{"RANKTIME_LOG_LEVEL", "3"}, Malformed{"RANKTIME_TEST_CLOCK_SKEW_US", "1.5"},
+        Malformed{"RANKTIME_TEST_CLOCK_SKEW_US", "abc"},
+        Malformed{"RANKTIME_TEST_CLOCK_SKEW_US", "-9223372036854775808"},
+        Malformed{"TIMELINE_MARK_CYCLES", "maybe"}, Malformed{"TIMELINE_MARK_CYCLES", "2"},
+        Malformed{"TIMELINE_MARK_CYCLES", ""}, Malformed{"TIMELINE_ALL_RANKS", "y"},
+        Malformed{"RANKTIME_HIERARCHICAL_ALLREDUCE", "enabled"}),
+    [](const ::testing::TestParamInfo<Malformed>& p) {
+      return std::to_string(p.index) + "_" + p.param.variable;
+    });
+
+TEST(Config, DescribeListsEveryDocumentedVariableInOrder) {
+  // Variables added later may appear anywhere; the documented ones keep their relative order.
+  std::vector<std::string> names = described_names(Config{});
+  auto at = names.begin();
+  for (const std::string& name : kAllVariables) {
+    auto found = std::find(at, names.end(), name);
+    ASSERT_NE(found, names.end()) << name << " missing or out of order";
+    at = found + 1;
+  }
+}
+
+TEST(Config, DescribeShowsTheParsedValues) {
+  Config c = parse({{"TIMELINE_FILENAME", "/tmp/t.json"},
+                    {"TIMELINE_MARK_CYCLES", "yes"},
+                    {"TIMELINE_ALL_RANKS", "off"},
+                    {"RANKTIME_FUSION_THRESHOLD", "1000"},
+                    {"RANKTIME_FUSION_MAX_TENSOR", "2000"},
+                    {"RANKTIME_CYCLE_TIME_MS", "2.5"},
+                    {"RANKTIME_STALL_WARNING_S", "30"},
+                    {"RANKTIME_STALL_SHUTDOWN_S", "120"},
+                    {"RANKTIME_STRAGGLER_THRESHOLD_MS", "0.5"},
+                    {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "15"},
+                    {"RANKTIME_LOG_LEVEL", "warn"},
+                    {"RANKTIME_TEST_CLOCK_SKEW_US", "-7"},
+                    {"RANKTIME_HIERARCHICAL_ALLREDUCE", "True"}});
+  const std::map<std::string, std::string> expected = {
+      {"TIMELINE_FILENAME", "/tmp/t.json"},
+      {"TIMELINE_MARK_CYCLES", "1"},
+      {"TIMELINE_ALL_RANKS", "0"},
+      {"RANKTIME_FUSION_THRESHOLD", "1000"},
+      {"RANKTIME_FUSION_MAX_TENSOR", "2000"},
+      {"RANKTIME_CYCLE_TIME_MS", "2.5"},
+      {"RANKTIME_STALL_WARNING_S", "30"},
+      {"RANKTIME_STALL_SHUTDOWN_S", "120"},
+      {"RANKTIME_STRAGGLER_THRESHOLD_MS", "0.5"},
+      {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "15"},
+      {"RANKTIME_LOG_LEVEL", "warning"},
+      {"RANKTIME_TEST_CLOCK_SKEW_US", "-7"},
+      {"RANKTIME_HIERARCHICAL_ALLREDUCE", "1"}};
+  const auto actual = described(c);
+  for (const auto& [name, value] : expected) {
+    auto it = actual.find(name);
+    ASSERT_NE(it, actual.end()) << name;
+    EXPECT_EQ(it->second, value) << name;
+  }
+}
+
+// describe() feeds the timeline's run metadata: each value must read back as the setting that was
+// in force, so that a run can be reproduced from its trace.
+TEST(Config, DescribedValuesParseBackToTheSameConfig) {
+  Config c = parse({{"RANKTIME_CYCLE_TIME_MS", "0.1234567"},
+                    {"RANKTIME_STALL_WARNING_S", "1234567"},
+                    {"RANKTIME_STALL_SHUTDOWN_S", "86400.25"}});
+  Env env = described(c);
+  Config back = parse(env);
+  EXPECT_EQ(back.cycle_time_ms, c.cycle_time_ms) << env["RANKTIME_CYCLE_TIME_MS"];
+  EXPECT_EQ(back.stall_warning_s, c.stall_warning_s) << env["RANKTIME_STALL_WARNING_S"];
+  EXPECT_EQ(back.stall_shutdown_s, c.stall_shutdown_s) << env["RANKTIME_STALL_SHUTDOWN_S"];
+  EXPECT_EQ(back.describe(), c.describe());
+}
+
+}  // namespace
+}  // namespace ranktime

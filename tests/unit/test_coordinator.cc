@@ -1,0 +1,263 @@
+// Tests for Coordinator (coordinator.h): readiness across ranks, completion order, negotiation
+// records, duplicate submissions, the stall inspector's view and drain().
+#include "coordinator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ranktime/timeline/string_table.h"
+
+namespace ranktime {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+const FusionOptions kNoFusion{0, 0};
+const FusionOptions kFusion{1 << 20, 0};
+
+Request request(const std::string& name, int64_t ready_ns, std::vector<int64_t> shape = {4}) {
+  Request q;
+  q.name = name;
+  q.ready_ns = ready_ns;
+  q.shape = std::move(shape);
+  return q;
+}
+
+std::vector<std::vector<std::string>> names_of(const std::vector<Response>& responses) {
+  std::vector<std::vector<std::string>> out;
+  for (const Response& r : responses) out.push_back(r.names);
+  return out;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  timeline::StringTable strings_;
+  std::vector<Negotiation> negotiations_;
+};
+
+TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankHasAddedIt) {
+  Coordinator c(3, &strings_);
+  c.add(0, request("grad", 10));
+  c.add(2, request("grad", 30));
+  EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());
+  EXPECT_TRUE(negotiations_.empty());
+  EXPECT_EQ(c.pending(), 1u);
+
+  c.add(1, request("grad", 20));
+  std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].names, (std::vector<std::string>{"grad"}));
+  EXPECT_EQ(ready[0].tensor_ids, (std::vector<uint32_t>{strings_.intern("grad")}));
+  EXPECT_EQ(ready[0].error, "");
+  EXPECT_EQ(c.pending(), 0u);
+  EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());
+}
+
+TEST_F(CoordinatorTest, SingleRankIsReadyAtOnce) {
+  Coordinator c(1, &strings_);
+  c.add(0, request("solo", 5));
+  EXPECT_EQ(names_of(c.take_ready(kNoFusion, &negotiations_)),
+            (std::vector<std::vector<std::string>>{{"solo"}}));
+}
+
+TEST_F(CoordinatorTest, TakeReadyFollowsCompletionOrder) {
+  Coordinator c(2, &strings_);
+  c.add(0, request("a", 1));
+  c.add(0, request("b", 2));
+  c.add(0, request("c", 3));
+  c.add(1, request("c", 4));  // completes first
+  c.add(1, request("a", 5));
+  c.add(1, request("b", 6));
+  EXPECT_EQ(names_of(c.take_ready(kNoFusion, &negotiations_)),
+            (std::vector<std::vector<std::string>>{{"c"}, {"a"}, {"b"}}));
+  ASSERT_EQ(negotiations_.size(), 3u);
+  EXPECT_EQ(negotiations_[0].tensor_id, strings_.intern("c"));
+  EXPECT_EQ(negotiations_[1].tensor_id, strings_.intern("a"));
+  EXPECT_EQ(negotiations_[2].tensor_id, strings_.intern("b"));
+}
+
+TEST_F(CoordinatorTest, CompatibleReadyTensorsAreFusedInCompletionOrder) {
+  Coordinator c(2, &strings_);
+  for (const char* name : {"a", "b", "c"}) c.add(0, request(name, 1));
+  for (const char* name : {"b", "c", "a"}) c.add(1, request(name, 1));
+  std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].names, (std::vector<std::string>{"b", "c", "a"}));
+  EXPECT_EQ(ready[0].tensor_ids, (std::vector<uint32_t>{strings_.intern("b"), strings_.intern("c"),
+                                                        strings_.intern("a")}));
+  EXPECT_EQ(negotiations_.size(), 3u);  // one per tensor, fused or not
+}
+
+TEST_F(CoordinatorTest, FusionUsesTheTensorsByteSize) {
+  Coordinator c(1, &strings_);
+  c.add(0, request("a", 1, {4, 4}));  // 64 bytes of float32
+  c.add(0, request("b", 1, {16}));    // 64 bytes
+  c.add(0, request("c", 1, {1}));     // 4 bytes: one over 128
+  EXPECT_EQ(names_of(c.take_ready(FusionOptions{128, 0}, &negotiations_)),
+            (std::vector<std::vector<std::string>>{{"a", "b"}, {"c"}}));
+}
+
+TEST_F(CoordinatorTest, NegotiationHasEachRanksReadyTimeInRankOrder) {
+  Coordinator c(3, &strings_);
+  Request q = request("w", 300);
+  q.op = OpType::kBroadcast;
+  q.root = 1;
+  c.add(2, q);
+  q.ready_ns = 100;
+  c.add(0, q);
+  q.ready_ns = 200;
+  c.add(1, q);
+  std::vector<Response> ready = c.take_ready(kNoFusion, &negotiations_);
+  ASSERT_EQ(negotiations_.size(), 1u);
+  EXPECT_EQ(negotiations_[0].ready_ns, (std::vector<int64_t>{100, 200, 300}));
+  EXPECT_EQ(negotiations_[0].op, OpType::kBroadcast);
+  EXPECT_EQ(negotiations_[0].tensor_id, strings_.intern("w"));
+  EXPECT_EQ(negotiations_[0].error, "");
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].op, OpType::kBroadcast);
+  EXPECT_EQ(ready[0].root, 1);
+}
+
+TEST_F(CoordinatorTest, NegotiationsAreAppended) {
+  Coordinator c(1, &strings_);
+  negotiations_.resize(2);
+  c.add(0, request("x", 1));
+  c.take_ready(kNoFusion, &negotiations_);
+  EXPECT_EQ(negotiations_.size(), 3u);
+}
+
+TEST_F(CoordinatorTest, ResponseCopiesRankZerosFields) {
+  Coordinator c(2, &strings_);
+  Request q;
+  q.name = "ranktime.timeline";
+  q.op = OpType::kTimelineStart;
+  q.argument = "/tmp/trace.json";
+  q.flags = 1;
+  c.add(0, q);
+  q.argument = "/elsewhere.json";  // other ranks' arguments are not used
+  q.flags = 0;
+  c.add(1, q);
+  std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].op, OpType::kTimelineStart);
+  EXPECT_EQ(ready[0].argument, "/tmp/trace.json");
+  EXPECT_EQ(ready[0].flags, 1);
+}
+
+TEST_F(CoordinatorTest, MismatchBecomesAnUnfusedErrorResponse) {
+  Coordinator c(2, &strings_);
+  c.add(0, request("ok1", 1));
+  c.add(1, request("ok1", 1));
+  Request bad = request("bad", 1);
+  c.add(0, bad);
+  bad.dtype = DataType::kFloat64;
+  c.add(1, bad);
+  c.add(0, request("ok2", 1));
+  c.add(1, request("ok2", 1));
+  std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
+  EXPECT_EQ(names_of(ready), (std::vector<std::vector<std::string>>{{"ok1", "ok2"}, {"bad"}}));
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[1].error,
+            "tensor 'bad': dtype differs between ranks: float32 on rank 0; float64 on rank 1");
+  ASSERT_EQ(negotiations_.size(), 3u);
+  EXPECT_EQ(negotiations_[1].error, ready[1].error);
+}
+
+TEST_F(CoordinatorTest, AllgatherCarriesEachRanksFirstDimension) {
+  Coordinator c(3, &strings_);
+  for (int r = 0; r < 3; ++r) {
+    Request q = request("gather", 1, {r * 2, 5});
+    q.op = OpType::kAllgather;
+    c.add(r, q);
+  }
+  std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].error, "");
+  EXPECT_EQ(ready[0].first_dims, (std::vector<int64_t>{0, 2, 4}));
+}
+
+TEST_F(CoordinatorTest, DuplicateAddIsAnErrorNamingTheRank) {
+  Coordinator c(2, &strings_);
+  c.add(1, request("dup", 1));
+  c.add(1, request("dup", 2));
+  EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());  // still waiting for rank 0
+  c.add(0, request("dup", 3));
+  std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_THAT(ready[0].error, ::testing::HasSubstr("'dup'"));
+  EXPECT_THAT(ready[0].error, ::testing::HasSubstr("rank 1"));
+  EXPECT_THAT(ready[0].error, ::testing::HasSubstr("twice"));
+  ASSERT_EQ(negotiations_.size(), 1u);
+  EXPECT_EQ(negotiations_[0].error, ready[0].error);
+  EXPECT_EQ(negotiations_[0].ready_ns, (std::vector<int64_t>{3, 1}));  // the first submission
+}
+
+TEST_F(CoordinatorTest, NameMayBeReusedAfterItCompletes) {
+  Coordinator c(2, &strings_);
+  for (int round = 0; round < 3; ++round) {
+    c.add(0, request("step", round));
+    c.add(1, request("step", round));
+    std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
+    ASSERT_EQ(ready.size(), 1u);
+    EXPECT_EQ(ready[0].error, "") << "round " << round;
+  }
+}
+
+TEST_F(CoordinatorTest, StalledListsMissingRanksOldestFirst) {
+  Coordinator c(4, &strings_);
+  c.add(0, request("late", 200));
+  c.add(3, request("early", 150));
+  c.add(1, request("early", 100));  // first_ready_ns is the earliest of the ranks so far
+  c.add(2, request("young", 900));
+
+  std::vector<Coordinator::Stalled> stalled = c.stalled(500);
+  ASSERT_EQ(stalled.size(), 2u);
+  EXPECT_EQ(stalled[0].name, "early");
+  EXPECT_EQ(stalled[0].first_ready_ns, 100);
+  EXPECT_THAT(stalled[0].missing_ranks, ElementsAre(0, 2));
+  EXPECT_EQ(stalled[1].name, "late");
+  EXPECT_EQ(stalled[1].first_ready_ns, 200);
+  EXPECT_THAT(stalled[1].missing_ranks, ElementsAre(1, 2, 3));
+
+  EXPECT_TRUE(c.stalled(99).empty());
+  EXPECT_EQ(c.stalled(100).size(), 1u);  // inclusive
+  EXPECT_EQ(c.stalled(900).size(), 3u);
+}
+
+TEST_F(CoordinatorTest, CompletedTensorsAreNoLongerStalled) {
+  Coordinator c(2, &strings_);
+  c.add(0, request("a", 1));
+  c.add(0, request("b", 2));
+  c.add(1, request("a", 3));
+  c.take_ready(kFusion, &negotiations_);
+  std::vector<Coordinator::Stalled> stalled = c.stalled(1000);
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_EQ(stalled[0].name, "b");
+  EXPECT_THAT(stalled[0].missing_ranks, ElementsAre(1));
+}
+
+TEST_F(CoordinatorTest, DrainRemovesEverythingPending) {
+  Coordinator c(3, &strings_);
+  c.add(0, request("a", 1));
+  c.add(1, request("b", 1));
+  c.add(2, request("b", 1));
+  c.add(0, request("done", 1));
+  c.add(1, request("done", 1));
+  c.add(2, request("done", 1));  // complete but not yet taken
+  EXPECT_THAT(c.drain(), UnorderedElementsAre("a", "b", "done"));
+  EXPECT_EQ(c.pending(), 0u);
+  EXPECT_TRUE(c.stalled(1000).empty());
+  EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());
+  EXPECT_TRUE(c.drain().empty());
+
+  // The coordinator works normally afterwards.
+  for (int r = 0; r < 3; ++r) c.add(r, request("a", 1));
+  EXPECT_EQ(c.take_ready(kFusion, &negotiations_).size(), 1u);
+}
+
+}  // namespace
+}  // namespace ranktime

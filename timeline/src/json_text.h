@@ -1,0 +1,34 @@
+// JSON text building blocks for the trace writer: escaped strings and fixed-point numbers,
+// written with std::to_chars (no locale, no printf, no allocation beyond the output string).
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ranktime::timeline::json {
+
+// Appends `s` as a JSON string literal, quotes included. Quotes, backslashes and control
+// characters are escaped; valid UTF-8 is kept as is; each ill-formed UTF-8 sequence becomes
+// U+FFFD, so the output is valid JSON whatever the bytes.
+void append_string(std::string_view s, std::string* out);
+
+// Appends a nanosecond count as microseconds with exactly three decimals: 21013400 ->
+// "21013.400", -1500 -> "-1.500". Integer arithmetic only, so no rounding drift.
+void append_us3(int64_t ns, std::string* out);
+
+// Appends the shortest text that reads back as `value` ("20011.5", "-0.4", "0");
+// NaN and infinities, which JSON cannot hold, as null.
+void append_double(double value, std::string* out);
+
+// Appends `value` with exactly three decimals ("20000.250"); NaN and infinities as null.
+void append_fixed3(double value, std::string* out);
+
+inline void append_int(int64_t value, std::string* out) {
+  char text[24];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  out->append(text, result.ptr);
+}
+
+}  // namespace ranktime::timeline::json

@@ -1,0 +1,524 @@
+// The rules of docs/timeline-format.md, checked in one pass with a stack per (pid, tid), and the
+// repair of a file cut short.
+#include "ranktime/timeline/trace_check.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "ranktime/timeline/trace_names.h"
+
+namespace ranktime::timeline {
+namespace {
+
+// Timestamps carry three decimals; allow one unit of the last for rounding.
+constexpr double kTsEpsilon = 0.0011;
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+std::string format_ts(double ts) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.3f", ts);
+  return buffer;
+}
+
+bool is_integer(const nlohmann::json& args, const char* key) {
+  return args.is_object() && args.contains(key) && args[key].is_number_integer();
+}
+bool is_number(const nlohmann::json& args, const char* key) {
+  return args.is_object() && args.contains(key) && args[key].is_number();
+}
+bool is_string(const nlohmann::json& args, const char* key) {
+  return args.is_object() && args.contains(key) && args[key].is_string();
+}
+bool is_repaired(const nlohmann::json& args) {
+  return args.is_object() && args.contains("repaired") && args["repaired"] == true;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i == 8) {
+      out += ", ... (" + std::to_string(ranks.size()) + " in all)";
+      break;
+    }
+    if (i > 0) out += ", ";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TraceChecker::TraceChecker(CheckOptions options) : options_(options) {}
+
+void TraceChecker::violation(const TraceEvent& e, std::string message) {
+  ++violation_count_;
+  if (violations_.size() < options_.max_violations_kept) {
+    violations_.push_back({e.index, e.begin_offset, std::move(message)});
+  }
+}
+
+void TraceChecker::file_violation(uint64_t offset, std::string message) {
+  ++violation_count_;
+  if (violations_.size() < options_.max_violations_kept) {
+    violations_.push_back({kNoEvent, offset, std::move(message)});
+  }
+}
+
+std::string TraceChecker::where(const TraceEvent& e) const {
+  std::string out = "pid " + std::to_string(e.pid);
+  auto it = process_names_.find(e.pid);
+  if (e.pid > 0 && it != process_names_.end()) out += " (tensor " + in_quotes(it->second) + ")";
+  out += " tid " + std::to_string(e.tid);
+  return out;
+}
+
+void TraceChecker::add(const TraceEvent& e) {
+  ++events_;
+  if (!e.malformed.empty()) {
+    violation(e, e.malformed);
+    return;
+  }
+  if (!e.has_ph || !e.has_name) {
+    violation(e, std::string("missing \"") + (e.has_ph ? "name" : "ph") + "\"");
+    return;
+  }
+  if (e.phase() == '\0' || std::strchr("MBEXiC", e.phase()) == nullptr) {
+    violation(e,
+              "unknown phase \"ph\":\"" + e.ph + "\" (a ranktime timeline uses M, B, E, X, i, C)");
+    return;
+  }
+  if (!e.has_pid || !e.has_tid) {
+    violation(e, std::string("missing \"") + (e.has_pid ? "tid" : "pid") + "\"");
+    return;
+  }
+  if (e.pid < 0 || e.tid < 0) {
+    violation(e, "negative pid or tid");
+    return;
+  }
+  if (e.phase() == 'M') {
+    on_metadata(e);
+    return;
+  }
+  if (!e.has_ts) {
+    violation(e, "missing \"ts\" on a '" + e.ph + "' event " + in_quotes(e.name));
+    return;
+  }
+  if (!seen_timed_) {
+    seen_timed_ = true;
+    if (!has_run_) violation(e, "no ranktime_run metadata event before the first timed event");
+  }
+  max_ts_ = std::max(max_ts_, e.ts + (e.phase() == 'X' ? std::max(0.0, e.dur) : 0.0));
+  if (e.pid > 0 && process_names_.count(e.pid) == 0 && unnamed_reported_.insert(e.pid).second) {
+    violation(e, "pid " + std::to_string(e.pid) +
+                     " has events before its process_name metadata (the tensor's name)");
+  }
+  ThreadState& thread = threads_[{e.pid, e.tid}];
+  if (thread.has_ts && e.ts + kTsEpsilon < thread.last_ts) {
+    violation(e, "ts " + format_ts(e.ts) + " of " + in_quotes(e.name) + " ('" + e.ph +
+                     "') is earlier than the previous event on " + where(e) + " (" +
+                     format_ts(thread.last_ts) + "): one thread's events must be in time order");
+  }
+  thread.last_ts = thread.has_ts ? std::max(thread.last_ts, e.ts) : e.ts;
+  thread.has_ts = true;
+  if (e.pid == 0) {
+    on_run_event(e);
+  } else if (e.tid == 0) {
+    on_negotiate_event(e, thread);
+  } else {
+    on_rank_event(e, thread);
+  }
+}
+
+void TraceChecker::on_metadata(const TraceEvent& e) {
+  if (!is_metadata_name(e.name)) {
+    violation(e, "unknown metadata event " + in_quotes(e.name));
+    return;
+  }
+  if (e.name == "ranktime_run") {
+    if (e.pid != 0) violation(e, "ranktime_run must be on pid 0");
+    if (has_run_) violation(e, "a second ranktime_run metadata event");
+    if (seen_timed_) violation(e, "ranktime_run must come before the first timed event");
+    has_run_ = true;
+    if (!is_integer(e.args, "ranks") || e.args["ranks"].get<int64_t>() < 1) {
+      violation(e, "ranktime_run has no integer \"ranks\" >= 1 in its args");
+    } else {
+      ranks_ = static_cast<int>(e.args["ranks"].get<int64_t>());
+    }
+    return;
+  }
+  if (e.name == "ranktime_run_end") {
+    has_run_end_ = true;
+    return;
+  }
+  if (e.name == "process_name" || e.name == "thread_name") {
+    if (!is_string(e.args, "name")) {
+      violation(e, e.name + " has no string \"name\" in its args");
+      return;
+    }
+    if (e.name == "process_name") process_names_[e.pid] = e.args["name"].get<std::string>();
+    return;
+  }
+  if (!is_integer(e.args, "sort_index")) {
+    violation(e, e.name + " has no integer \"sort_index\" in its args");
+  }
+}
+
+void TraceChecker::on_run_event(const TraceEvent& e) {
+  if (e.phase() == 'i') {
+    if (e.name == "CYCLE_START") {
+      if (!is_integer(e.args, "cycle") || e.args["cycle"].get<int64_t>() < 1) {
+        violation(e, "CYCLE_START has no integer \"cycle\" >= 1 in its args");
+      }
+    } else if (!is_string(e.args, "message")) {
+      violation(e, "instant " + in_quotes(e.name) + " on pid 0 has no string \"message\" arg");
+    }
+    return;
+  }
+  if (e.phase() == 'C') {
+    if (!e.args.is_object() || e.args.empty()) {
+      violation(e, "counter " + in_quotes(e.name) + " has no series in its args");
+      return;
+    }
+    for (const auto& [series, value] : e.args.items()) {
+      if (!value.is_number()) {
+        violation(e, "counter " + in_quotes(e.name) + " series " + in_quotes(series) +
+                         " is not a number");
+        return;
+      }
+    }
+    return;
+  }
+  violation(e, "unexpected '" + e.ph + "' event " + in_quotes(e.name) +
+                   " on pid 0 (pid 0 holds run metadata, cycle markers, instants and counters)");
+}
+
+bool TraceChecker::close_slice(const TraceEvent& e, ThreadState& thread, Frame* closed) {
+  if (thread.stack.empty()) {
+    violation(e, "'E' of " + in_quotes(e.name) + " on " + where(e) + " closes no open slice");
+    return false;
+  }
+  if (thread.stack.back().name != e.name) {
+    const Frame& top = thread.stack.back();
+    violation(e, "'E' of " + in_quotes(e.name) + " on " + where(e) +
+                     " does not match the open slice " + in_quotes(top.name) +
+                     " (opened at event #" + std::to_string(top.event_index) +
+                     "): slices on one thread must nest");
+    // Resynchronise on the matching slice further down, if any, so one mistake is one message.
+    auto match = std::find_if(thread.stack.rbegin(), thread.stack.rend(),
+                              [&](const Frame& f) { return f.name == e.name; });
+    if (match == thread.stack.rend()) return false;
+    thread.stack.resize(thread.stack.size() - static_cast<size_t>(match - thread.stack.rbegin()));
+  }
+  *closed = std::move(thread.stack.back());
+  thread.stack.pop_back();
+  return true;
+}
+
+void TraceChecker::on_negotiate_event(const TraceEvent& e, ThreadState& thread) {
+  if (e.phase() == 'B') {
+    Frame frame;
+    frame.name = e.name;
+    frame.ts = e.ts;
+    frame.event_index = e.index;
+    frame.offset = e.begin_offset;
+    if (negotiation_operation(e.name).empty()) {
+      violation(e, "unknown slice " + in_quotes(e.name) + " on the negotiate thread of " +
+                       where(e) +
+                       " (expected NEGOTIATE_ALLREDUCE, _ALLGATHER, _BROADCAST or _BARRIER)");
+    } else {
+      frame.kind = FrameKind::kNegotiation;
+      if (!thread.stack.empty()) {
+        violation(e, in_quotes(e.name) + " on " + where(e) + " opens inside the open negotiation " +
+                         in_quotes(thread.stack.back().name) + " (opened at event #" +
+                         std::to_string(thread.stack.back().event_index) + ")");
+      }
+      frame.ticked.assign(static_cast<size_t>(std::max(ranks_, 0)), false);
+    }
+    thread.stack.push_back(std::move(frame));
+    return;
+  }
+  if (e.phase() == 'E') {
+    Frame frame;
+    if (!close_slice(e, thread, &frame)) return;
+    if (frame.kind == FrameKind::kNegotiation) check_negotiation_end(e, frame);
+    return;
+  }
+  if (e.phase() == 'X') {
+    on_tick(e, thread);
+    return;
+  }
+  violation(e, "unexpected '" + e.ph + "' event " + in_quotes(e.name) +
+                   " on the negotiate thread of " + where(e));
+}
+
+void TraceChecker::on_tick(const TraceEvent& e, ThreadState& thread) {
+  const bool named_by_number =
+      !e.name.empty() && e.name.size() < 10 &&
+      std::all_of(e.name.begin(), e.name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!named_by_number) {
+    violation(e, "'X' event " + in_quotes(e.name) + " on the negotiate thread of " + where(e) +
+                     " is not a tick (ticks are named by the rank number)");
+    return;
+  }
+  const int rank = std::stoi(e.name);
+  if (!e.has_dur || e.dur != 0) violation(e, "tick of rank " + e.name + " must have \"dur\":0");
+  if (!is_integer(e.args, "rank") || e.args["rank"].get<int64_t>() != rank) {
+    violation(e, "tick " + in_quotes(e.name) + " needs args.rank = " + e.name);
+  }
+  if (!is_number(e.args, "lag_us") || e.args["lag_us"].get<double>() < -kTsEpsilon) {
+    violation(e, "tick of rank " + e.name + " needs a number \"lag_us\" >= 0 in its args");
+  }
+  if (thread.stack.empty() || thread.stack.back().kind != FrameKind::kNegotiation) {
+    violation(e, "tick of rank " + e.name + " on " + where(e) + " is outside a NEGOTIATE_* slice");
+    return;
+  }
+  Frame& frame = thread.stack.back();
+  if (ranks_ > 0 && rank >= ranks_) {
+    violation(e, "tick of rank " + e.name + " but the run has " + std::to_string(ranks_) +
+                     " ranks (0.." + std::to_string(ranks_ - 1) + ")");
+    return;
+  }
+  if (e.ts + kTsEpsilon < frame.ts) {
+    violation(e, "tick of rank " + e.name + " at ts " + format_ts(e.ts) + " is before its " +
+                     frame.name + " began (" + format_ts(frame.ts) + ")");
+  }
+  if (static_cast<size_t>(rank) < frame.ticked.size()) {
+    if (frame.ticked[rank]) {
+      violation(e, "second tick of rank " + e.name + " in the " + frame.name +
+                       " opened at event #" + std::to_string(frame.event_index) + " on " +
+                       where(e));
+    }
+    frame.ticked[rank] = true;
+  }
+  ++frame.ticks;
+  frame.last_tick_ts = e.ts;
+  frame.last_tick_rank = rank;
+}
+
+void TraceChecker::check_negotiation_end(const TraceEvent& e, const Frame& frame) {
+  ++negotiations_;
+  // A slice closed by `check --repair` was cut short: its ticks and args may be missing.
+  if (is_repaired(e.args)) return;
+  if (!is_integer(e.args, "last_rank")) {
+    violation(e, "end of " + frame.name + " on " + where(e) + " has no integer \"last_rank\" arg");
+  } else if (ranks_ > 0 && (e.args["last_rank"].get<int64_t>() < 0 ||
+                            e.args["last_rank"].get<int64_t>() >= ranks_)) {
+    violation(e, "end of " + frame.name + " on " + where(e) + " names last_rank " +
+                     std::to_string(e.args["last_rank"].get<int64_t>()) +
+                     ", not a rank of the run");
+  }
+  if (!is_number(e.args, "spread_us")) {
+    violation(e, "end of " + frame.name + " on " + where(e) + " has no number \"spread_us\" arg");
+  }
+  if (frame.ticks > 0 && frame.last_tick_ts > e.ts + kTsEpsilon) {
+    violation(e, "tick of rank " + std::to_string(frame.last_tick_rank) + " at ts " +
+                     format_ts(frame.last_tick_ts) + " is after the end of its " + frame.name +
+                     " (" + format_ts(e.ts) + ")");
+  }
+  if (ranks_ <= 0) return;
+  std::vector<int> missing;
+  for (int r = 0; r < ranks_; ++r) {
+    if (static_cast<size_t>(r) >= frame.ticked.size() || !frame.ticked[r]) missing.push_back(r);
+  }
+  if (!missing.empty()) {
+    violation(e, frame.name + " on " + where(e) + " (opened at event #" +
+                     std::to_string(frame.event_index) + ") has ticks for " +
+                     std::to_string(ranks_ - static_cast<int>(missing.size())) + " of " +
+                     std::to_string(ranks_) + " ranks; missing rank" +
+                     (missing.size() > 1 ? "s " : " ") + rank_list(missing) +
+                     " (every negotiation needs exactly one tick per rank)");
+  }
+}
+
+void TraceChecker::on_rank_event(const TraceEvent& e, ThreadState& thread) {
+  const int64_t rank = e.tid - 1;
+  if (ranks_ > 0 && rank >= ranks_ && e.phase() == 'B' && thread.stack.empty()) {
+    violation(e, "tid " + std::to_string(e.tid) + " is the lane of rank " + std::to_string(rank) +
+                     ", but the run has " + std::to_string(ranks_) + " ranks");
+  }
+  if (e.phase() == 'B') {
+    Frame frame;
+    frame.name = e.name;
+    frame.ts = e.ts;
+    frame.event_index = e.index;
+    frame.offset = e.begin_offset;
+    if (thread.stack.empty()) {
+      if (is_operation_name(e.name)) {
+        frame.kind = FrameKind::kOperation;
+        if (!is_integer(e.args, "bytes")) {
+          violation(e, e.name + " slice on " + where(e) + " has no integer \"bytes\" arg");
+        }
+        if (!is_integer(e.args, "fused_tensors") || e.args["fused_tensors"].get<int64_t>() < 1) {
+          violation(
+              e, e.name + " slice on " + where(e) + " has no integer \"fused_tensors\" >= 1 arg");
+        }
+        if (!is_string(e.args, "dtype")) {
+          violation(e, e.name + " slice on " + where(e) + " has no string \"dtype\" arg");
+        }
+        if (!e.args.is_object() || !e.args.contains("shape") || !e.args["shape"].is_array()) {
+          violation(e, e.name + " slice on " + where(e) + " has no \"shape\" array arg");
+        }
+      } else if (is_subphase_name(e.name)) {
+        violation(e, "sub-phase " + in_quotes(e.name) + " on " + where(e) +
+                         " is outside an operation slice");
+      } else {
+        violation(e, "unknown slice " + in_quotes(e.name) + " on " + where(e) +
+                         " (expected ALLREDUCE, ALLGATHER, BROADCAST or BARRIER)");
+      }
+    } else if (thread.stack.back().kind == FrameKind::kOperation) {
+      if (is_subphase_name(e.name)) {
+        frame.kind = FrameKind::kSubphase;
+      } else if (is_operation_name(e.name)) {
+        violation(e, "operation slice " + in_quotes(e.name) + " on " + where(e) +
+                         " opens inside the open " + in_quotes(thread.stack.back().name) +
+                         " (opened at event #" + std::to_string(thread.stack.back().event_index) +
+                         ")");
+      } else {
+        violation(e, "unknown sub-phase " + in_quotes(e.name) + " on " + where(e));
+      }
+    } else {
+      violation(e, in_quotes(e.name) + " on " + where(e) + " opens inside the sub-phase " +
+                       in_quotes(thread.stack.back().name) + " (opened at event #" +
+                       std::to_string(thread.stack.back().event_index) +
+                       "): sub-phases never nest or overlap");
+    }
+    thread.stack.push_back(std::move(frame));
+    return;
+  }
+  if (e.phase() == 'E') {
+    Frame frame;
+    close_slice(e, thread, &frame);
+    return;
+  }
+  violation(
+      e, "unexpected '" + e.ph + "' event " + in_quotes(e.name) + " on the rank lane " + where(e));
+}
+
+void TraceChecker::finish(const TraceReadResult& read) {
+  if (!read.opened) {
+    file_violation(0, read.error);
+    return;
+  }
+  if (read.truncated) {
+    file_violation(read.error_offset,
+                   read.error + "; `ranktime check --repair` completes the file");
+  } else if (!read.complete && !read.stopped) {
+    file_violation(read.error_offset, read.error);
+  }
+  if (!has_run_ && !seen_timed_) file_violation(0, "no ranktime_run metadata event");
+  for (const OpenSliceInfo& open : open_slices()) {
+    std::string name = "pid " + std::to_string(open.pid);
+    auto it = process_names_.find(open.pid);
+    if (open.pid > 0 && it != process_names_.end())
+      name += " (tensor " + in_quotes(it->second) + ")";
+    ++violation_count_;
+    if (violations_.size() < options_.max_violations_kept) {
+      violations_.push_back({open.event_index, open.offset,
+                             "slice " + in_quotes(open.name) + " on " + name + " tid " +
+                                 std::to_string(open.tid) + " (ts " + format_ts(open.ts) +
+                                 ") is never closed"});
+    }
+  }
+}
+
+std::vector<OpenSliceInfo> TraceChecker::open_slices() const {
+  std::vector<OpenSliceInfo> open;
+  for (const auto& [key, thread] : threads_) {
+    for (size_t i = 0; i < thread.stack.size(); ++i) {
+      const Frame& f = thread.stack[i];
+      open.push_back(
+          {key.first, key.second, static_cast<int>(i), f.name, f.ts, f.event_index, f.offset});
+    }
+  }
+  // Deterministic order: by thread, outermost first.
+  std::sort(open.begin(), open.end(), [](const OpenSliceInfo& a, const OpenSliceInfo& b) {
+    if (a.pid != b.pid) return a.pid < b.pid;
+    if (a.tid != b.tid) return a.tid < b.tid;
+    return a.depth < b.depth;
+  });
+  return open;
+}
+
+RepairPlan plan_repair(const TraceReadResult& read, const std::vector<OpenSliceInfo>& open,
+                       double close_ts, uint64_t file_size) {
+  RepairPlan plan;
+  plan.events_kept = read.events;
+  if (read.complete && open.empty()) {
+    plan.keep_bytes = file_size;  // applying it copies the file as it is
+    return plan;
+  }
+  plan.needed = true;
+  if (read.events == 0) {
+    plan.keep_bytes = read.array_begin;  // 0 when there is no '[' either
+    plan.tail = read.array_begin > 0 ? "\n]\n" : "[\n]\n";
+  } else {
+    plan.keep_bytes = read.last_event_end;
+    // Close inner slices before outer ones: walk each thread's stack from the top.
+    std::vector<OpenSliceInfo> closing = open;
+    std::stable_sort(closing.begin(), closing.end(),
+                     [](const OpenSliceInfo& a, const OpenSliceInfo& b) {
+                       if (a.pid != b.pid) return a.pid < b.pid;
+                       if (a.tid != b.tid) return a.tid < b.tid;
+                       return a.depth > b.depth;
+                     });
+    for (const OpenSliceInfo& slice : closing) {
+      nlohmann::json event = {{"name", slice.name}, {"ph", "E"}, {"pid", slice.pid},
+                              {"tid", slice.tid},   {"ts", 0},   {"args", {{"repaired", true}}}};
+      std::string text = event.dump();
+      // nlohmann orders keys; put the timestamp in with three decimals, as the writer does.
+      const std::string placeholder = "\"ts\":0";
+      text.replace(text.find(placeholder), placeholder.size(),
+                   "\"ts\":" + format_ts(std::max(close_ts, slice.ts)));
+      plan.tail += ",\n" + text;
+      ++plan.closed_slices;
+    }
+    plan.tail += "\n]\n";
+  }
+  plan.bytes_dropped = file_size > plan.keep_bytes ? file_size - plan.keep_bytes : 0;
+  return plan;
+}
+
+bool apply_repair(const std::string& in_path, const std::string& out_path, const RepairPlan& plan,
+                  std::string* error) {
+  auto fail = [&](const std::string& what, const std::string& path) {
+    if (error) *error = what + " " + path + ": " + std::strerror(errno);
+    return false;
+  };
+  if (out_path == in_path) {
+    if (::truncate(in_path.c_str(), static_cast<off_t>(plan.keep_bytes)) != 0) {
+      return fail("cannot truncate", in_path);
+    }
+    std::ofstream out(in_path, std::ios::binary | std::ios::app);
+    if (!out) return fail("cannot open", in_path);
+    out << plan.tail;
+    out.flush();
+    if (!out) return fail("cannot write", in_path);
+    return true;
+  }
+  std::ifstream in(in_path, std::ios::binary);
+  if (!in) return fail("cannot open", in_path);
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  if (!out) return fail("cannot create", out_path);
+  std::vector<char> buffer(size_t{1} << 20);
+  uint64_t left = plan.keep_bytes;
+  while (left > 0) {
+    auto chunk = static_cast<std::streamsize>(std::min<uint64_t>(left, buffer.size()));
+    in.read(buffer.data(), chunk);
+    if (in.gcount() != chunk) return fail("cannot read", in_path);
+    out.write(buffer.data(), chunk);
+    left -= static_cast<uint64_t>(chunk);
+  }
+  out << plan.tail;
+  out.flush();
+  if (!out) return fail("cannot write", out_path);
+  return true;
+}
+
+}  // namespace ranktime::timeline
