@@ -1,0 +1,134 @@
+// `ranktime check`: one streaming pass through TraceChecker; --repair plans from that pass,
+// rewrites the tail, and checks the result again.
+#include "check_command.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "progress.h"
+#include "ranktime/timeline/trace_check.h"
+#include "ranktime/timeline/trace_reader.h"
+
+namespace ranktime::cli {
+namespace {
+
+struct CheckPass {
+  timeline::TraceReadResult read;
+  timeline::TraceChecker checker;
+};
+
+CheckPass check_file(const CheckCommandOptions& o, const std::string& path) {
+  CheckPass pass;
+  ProgressReporter progress("ranktime check", path, o.progress || isatty(2),
+                            static_cast<uint64_t>(o.progress_every_mb * 1024 * 1024));
+  pass.read = timeline::read_trace_file(
+      path,
+      [&](const timeline::TraceEvent& e) {
+        pass.checker.add(e);
+        return true;
+      },
+      progress.read_options());
+  progress.done();
+  if (pass.read.opened) pass.checker.finish(pass.read);
+  return pass;
+}
+
+// Prints the violations and a verdict; returns the exit status.
+int report(const CheckCommandOptions& o, const std::string& path, const CheckPass& pass) {
+  const auto& checker = pass.checker;
+  size_t shown = 0;
+  for (const auto& v : checker.violations()) {
+    if (shown == o.max_errors) break;
+    ++shown;
+    std::cout << path << ": ";
+    if (v.event_index != timeline::kNoEvent) {
+      std::cout << "event #" << v.event_index << " (byte " << v.offset << "): ";
+    }
+    std::cout << v.message << "\n";
+  }
+  if (checker.violation_count() > shown) {
+    std::cout << path << ": ... and " << (checker.violation_count() - shown)
+              << " more violations (--max-errors N shows more)\n";
+  }
+  std::string facts = std::to_string(pass.read.events) + " events, " +
+                      (checker.ranks() > 0 ? std::to_string(checker.ranks()) : "unknown") +
+                      " ranks, " + std::to_string(checker.negotiations()) + " negotiations";
+  if (checker.ok()) {
+    std::cout << path << ": OK: " << facts
+              << (checker.has_run_end()
+                      ? ", closed cleanly"
+                      : ", no ranktime_run_end (the run did not close the file; still valid)")
+              << "\n";
+    return 0;
+  }
+  std::cout << path << ": " << checker.violation_count() << " violation"
+            << (checker.violation_count() == 1 ? "" : "s") << " (" << facts << ")\n";
+  return 1;
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::exists(b, ec)) return std::filesystem::equivalent(a, b, ec);
+  return a == b;
+}
+
+}  // namespace
+
+CLI::App* add_check_command(CLI::App& app, CheckCommandOptions* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "check",
+      "Validate a timeline against docs/timeline-format.md; --repair completes a file "
+      "cut short");
+  cmd->add_option("file", o->path, "timeline file")->required();
+  cmd->add_flag("--repair", o->repair,
+                "complete a file cut short: keep every complete event, close open slices, close "
+                "the array (in place, or into -o)");
+  cmd->add_option("-o,--output", o->output, "with --repair: write the repaired file here");
+  cmd->add_option("--max-errors", o->max_errors, "violations to print (all are counted)");
+  cmd->add_flag("--progress", o->progress,
+                "report progress on stderr (on by default when stderr is a terminal)");
+  cmd->add_option("--progress-every-mb", o->progress_every_mb, "MiB between progress reports")
+      ->check(CLI::PositiveNumber);
+  return cmd;
+}
+
+int run_check(const CheckCommandOptions& o) {
+  if (!o.output.empty() && !o.repair) {
+    std::cerr << "ranktime check: -o/--output is only used with --repair\n";
+    return 2;
+  }
+  CheckPass pass = check_file(o, o.path);
+  if (!pass.read.opened) {
+    std::cerr << "ranktime check: " << pass.read.error << "\n";
+    return 2;
+  }
+  if (!o.repair) return report(o, o.path, pass);
+
+  struct stat st {};
+  uint64_t size = ::stat(o.path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  const std::string out = o.output.empty() ? o.path : o.output;
+  const bool in_place = same_file(o.path, out);
+  timeline::RepairPlan plan =
+      timeline::plan_repair(pass.read, pass.checker.open_slices(), pass.checker.max_ts(), size);
+  if (!plan.needed) {
+    std::cout << o.path << ": nothing to repair (complete JSON, every slice closed)\n";
+    if (in_place) return report(o, o.path, pass);
+  }
+  std::string error;
+  if (!timeline::apply_repair(o.path, in_place ? o.path : out, plan, &error)) {
+    std::cerr << "ranktime check: " << error << "\n";
+    return 2;
+  }
+  if (plan.needed) {
+    std::cout << o.path << ": repaired" << (in_place ? "" : " into " + out) << ": kept "
+              << plan.events_kept << " complete events, closed " << plan.closed_slices
+              << " open slice" << (plan.closed_slices == 1 ? "" : "s") << ", dropped "
+              << plan.bytes_dropped << " bytes after the last complete event\n";
+  }
+  return report(o, out, check_file(o, out));
+}
+
+}  // namespace ranktime::cli

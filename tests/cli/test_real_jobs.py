@@ -1,0 +1,142 @@
+"""Real jobs: `ranktime run` starts 2- and 4-rank ranktime-synth jobs under Open MPI (more ranks
+than cores is fine: they are oversubscribed); `summary` and `check` read what they wrote."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import CLI, SYNTH, lateness_by_rank, ranktime, summary_json
+
+pytestmark = pytest.mark.skipif(SYNTH is None, reason="ranktime-synth not built")
+
+# Shared-memory single-copy (CMA) needs ptrace rights that containers often lack; copying through
+# the shared segment works everywhere.
+ENV = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
+
+# The slow rank sleeps DELAY_MS before each step's submissions, so its lag is DELAY_MS plus the
+# sleep's overshoot, give or take how far apart the ranks started the step. On an idle machine
+# that is under 0.5 ms; oversubscribed (4 ranks on 2 cores) a rank can wait a scheduler slice or
+# two (a few ms) for a core. 5 ms is well above that noise and far below the 20 ms being measured.
+DELAY_MS = 20
+LAG_TOLERANCE_MS = 5
+
+
+def run_synth(tmp_path, np_, *synth_args, run_args=(), timeline="t.json"):
+    result = ranktime("run", "-np", np_, "--oversubscribe", "--timeline-filename", timeline,
+                      *run_args, "--", SYNTH, "--quiet", *synth_args,
+                      cwd=tmp_path, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return tmp_path / timeline
+
+
+def assert_check_passes(path):
+    result = ranktime("check", path)
+    assert result.returncode == 0, result.stdout
+    assert "closed cleanly" in result.stdout
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+def test_job_writes_a_valid_timeline(cli, tmp_path, np_):
+    trace = run_synth(tmp_path, np_, "--small-tensors", "8", "--steps", "5")
+    assert_check_passes(trace)
+    summary = summary_json(trace)
+    run = summary["tables"]["run"][0]
+    assert run["ranks"] == np_
+    assert run["rank_lanes"] == np_  # every rank's lanes by default
+    assert run["closed_cleanly"] == "true"
+    assert run["negotiations"] >= 5 * 8
+    assert sorted(lateness_by_rank(summary)) == list(range(np_))
+    assert {row["op"] for row in summary["tables"]["bandwidth"]} == {"ALLREDUCE"}
+
+
+@pytest.mark.parametrize("np_, slow_rank, extra", [
+    (2, 1, []),                  # with the barrier that lines the ranks up before each step
+    (4, 2, ["--no-barrier"]),
+    (4, 0, ["--no-barrier"]),
+])
+def test_summary_finds_the_slow_rank(cli, tmp_path, np_, slow_rank, extra):
+    trace = run_synth(tmp_path, np_, "--small-tensors", "6", "--steps", "8", "--slow-rank",
+                      slow_rank, "--delay-ms", DELAY_MS, *extra)
+    assert_check_passes(trace)
+    # The barrier before each step is not delayed; the allreduces are: measure those.
+    summary = summary_json(trace, "--op", "allreduce")
+    assert summary["slowest_rank"] == slow_rank
+    row = lateness_by_rank(summary)[slow_rank]
+    assert row["mean_lag_ms"] == pytest.approx(DELAY_MS, abs=LAG_TOLERANCE_MS)
+    assert row["times_last"] >= 0.9 * row["negotiations"]
+    text = ranktime("summary", trace).stdout.splitlines()
+    assert text[1].startswith(f"slowest rank: {slow_rank} ")
+
+
+def test_settings_reach_the_runtime(cli, tmp_path):
+    trace = run_synth(tmp_path, 2, "--small-tensors", "4", "--steps", "3",
+                      run_args=["--timeline-mark-cycles", "--no-timeline-all-ranks",
+                                "--fusion-threshold-mb", "0", "--cycle-time-ms", "2",
+                                "--log-level", "error"])
+    assert_check_passes(trace)
+    with open(trace) as f:
+        metadata = next(json.loads(line.rstrip().rstrip(",")) for line in f
+                        if '"ranktime_run"' in line)["args"]
+    assert metadata["config"]["RANKTIME_FUSION_THRESHOLD"] == "0"
+    assert metadata["config"]["RANKTIME_CYCLE_TIME_MS"] == "2"
+    assert metadata["config"]["RANKTIME_LOG_LEVEL"] == "error"
+    assert metadata["mark_cycles"] is True
+    assert metadata["all_ranks"] is False
+    summary = summary_json(trace)
+    assert summary["tables"]["run"][0]["rank_lanes"] == 1
+    assert summary["tables"]["cycles"][0]["cycles"] > 0
+    fusion = {row["op"]: row for row in summary["tables"]["fusion"]}
+    assert fusion["ALLREDUCE"]["max_tensors_per_batch"] == 1  # fusion off
+
+
+def test_job_failure_status_comes_back(cli, tmp_path):
+    result = ranktime("run", "-np", "2", "--", SYNTH, "--workload", tmp_path / "missing.tsv",
+                      env=ENV, timeout=120)
+    # ranktime-synth's own status for a bad workload (it happens to be 2, like a usage error).
+    assert result.returncode != 0
+    assert "cannot open workload file" in result.stderr
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_sigkilled_run_repairs_and_passes_check(cli, tmp_path):
+    """SIGKILL rank 0 (the writer) mid-run: the file holds every flushed event; `check --repair`
+    makes it pass `check`, and so does a copy cut mid-event (copied while being written)."""
+    trace = tmp_path / "k.json"
+    process = subprocess.Popen(
+        [CLI, "run", "-np", "2", "--oversubscribe", "--timeline-filename", str(trace), "--",
+         SYNTH, "--quiet", "--small-tensors", "16", "--steps", "1000000", "--compute-us", "50"],
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: trace.exists() and trace.stat().st_size > 200_000, 120, "the timeline")
+        with open(trace) as f:
+            pids = next(json.loads(line.rstrip().rstrip(",")) for line in f
+                        if '"ranktime_run"' in line)["args"]["pids"]
+        os.kill(pids[0], signal.SIGKILL)
+        rc = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert rc != 0  # the job's failure comes back through ranktime run
+
+    repaired = ranktime("check", trace, "--repair")
+    assert repaired.returncode == 0, repaired.stdout
+    after = ranktime("check", trace)
+    assert after.returncode == 0, after.stdout
+    assert "no ranktime_run_end" in after.stdout
+    assert summary_json(trace)["tables"]["run"][0]["negotiations"] > 0
+
+    data = trace.read_bytes()
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(data[: len(data) // 2 + 7])
+    assert ranktime("check", cut).returncode == 1
+    assert ranktime("check", cut, "--repair").returncode == 0
+    assert ranktime("check", cut).returncode == 0

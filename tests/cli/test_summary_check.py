@@ -1,0 +1,230 @@
+"""`ranktime summary` and `ranktime check` on generated traces whose contents are known: output
+formats parse, the numbers are right, broken files fail with the right message, repair works."""
+import json
+
+import pytest
+
+from conftest import csv_tables, generate, lateness_by_rank, ranktime, summary_json
+
+SLOW = dict(ranks=4, tensors=6, steps=10, slow_rank=2, delay_us=20000, fused=3,
+            bytes=1 << 20, collective_us=500, mark_cycles=True)
+
+
+@pytest.fixture
+def slow_trace(tmp_path):
+    return generate(tmp_path / "slow.json", **SLOW)
+
+
+def events_of(path):
+    """The trace's events, one JSON line each (the writer's layout)."""
+    return [line.rstrip(",") for line in path.read_text().splitlines() if line not in ("[", "]", "")]
+
+
+def write_events(path, events):
+    path.write_text("[\n" + ",\n".join(events) + "\n]\n")
+    return path
+
+
+def test_text_summary_names_the_slow_rank_first(cli, slow_trace):
+    result = ranktime("summary", slow_trace)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{slow_trace}: 4 ranks (n1 x4)")
+    assert lines[1].startswith("slowest rank: 2 (n1), last to be ready in 60 of 60 negotiations "
+                               "(100.0%), mean lag 20.000 ms; the other ranks waited 3.600 s for it")
+    for title in ["lateness per rank", "where the time went", "top 10 tensors by negotiation wait",
+                  "top 10 tensors by processing time", "fusion", "cycles", "bandwidth"]:
+        assert any(line.startswith(title) for line in lines), title
+
+
+def test_csv_parses_and_matches(cli, slow_trace):
+    result = ranktime("summary", slow_trace, "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    tables = csv_tables(result.stdout)
+    assert set(tables) >= {"run", "lateness", "time", "top_wait", "top_processing", "fusion",
+                           "cycles", "bandwidth"}
+    assert tables["run"][0]["slowest_rank"] == "2"
+    lateness = {int(row["rank"]): row for row in tables["lateness"]}
+    assert float(lateness[2]["mean_lag_ms"]) == pytest.approx(20.0)
+    assert float(lateness[0]["mean_lag_ms"]) == 0
+    phases = {(row["op"], row["phase"]): row for row in tables["time"]}
+    assert int(phases[("ALLREDUCE", "MPI_ALLREDUCE")]["count"]) == 4 * 2 * 10  # batches x lanes
+    fusion = tables["fusion"][0]
+    assert float(fusion["tensors_per_batch"]) == 3
+    assert float(fusion["bytes_per_batch"]) == 3 * (1 << 20)
+    bandwidth = tables["bandwidth"][0]
+    algbw = 3 * (1 << 20) / 500e-6 / 1e9
+    assert float(bandwidth["algbw_gbps"]) == pytest.approx(algbw, rel=1e-5)
+    assert float(bandwidth["busbw_gbps"]) == pytest.approx(algbw * 1.5, rel=1e-5)
+    assert int(tables["cycles"][0]["cycles"]) == 20
+
+
+def test_json_parses_and_matches(cli, slow_trace):
+    summary = summary_json(slow_trace)
+    assert summary["slowest_rank"] == 2
+    assert summary["reader"]["complete"] is True
+    rows = lateness_by_rank(summary)
+    assert rows[2]["mean_lag_ms"] == pytest.approx(20.0)
+    assert rows[2]["times_last"] == 60
+    assert rows[2]["others_waited_ms"] == pytest.approx(3 * 20 * 60)
+    assert len(summary["tables"]["top_wait"]) == 6
+
+
+def test_single_table_csv_has_no_table_column(cli, slow_trace):
+    result = ranktime("summary", slow_trace, "--format", "csv", "--table", "lateness")
+    assert result.returncode == 0
+    header = result.stdout.splitlines()[0]
+    assert header.startswith("rank,host,negotiations,times_last")
+    assert len(result.stdout.strip().splitlines()) == 5
+
+
+def test_top_k(cli, slow_trace):
+    summary = summary_json(slow_trace, "-k", "2")
+    assert len(summary["tables"]["top_wait"]) == 2
+    assert len(summary["tables"]["top_processing"]) == 2
+
+
+def test_rank_and_time_filters(cli, slow_trace):
+    without = summary_json(slow_trace, "--ranks", "0,1,3")
+    assert without["slowest_rank"] is None
+    assert sorted(lateness_by_rank(without)) == [0, 1, 3]
+    pair = summary_json(slow_trace, "--ranks", "1-2")
+    assert pair["slowest_rank"] == 2
+    # Steps are 100 ms apart from 1 ms: a window over steps 3 and 4.
+    window = summary_json(slow_trace, "--from", "301ms", "--to", "0.5s")
+    assert window["tables"]["run"][0]["negotiations"] == 2 * 6
+
+
+def test_op_filter(cli, slow_trace):
+    assert summary_json(slow_trace, "--op", "allreduce")["slowest_rank"] == 2
+    none = summary_json(slow_trace, "--op", "broadcast")
+    assert none["tables"]["run"][0]["negotiations"] == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ranks", "x"], "--ranks x: expected a list like 0,2-3"),
+    (["--from", "3 days"], "--from 3 days: expected a time like 1500, 1.5ms or 2s"),
+    (["--from", "2s", "--to", "1s"], "--to 1s is before --from 2s"),
+    (["--format", "xml"], "xml"),
+    (["-k", "0"], "0"),
+])
+def test_summary_bad_options(cli, slow_trace, args, message):
+    result = ranktime("summary", slow_trace, *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_missing_file(cli, tmp_path):
+    for command in ["summary", "check"]:
+        result = ranktime(command, tmp_path / "nope.json")
+        assert result.returncode == 2
+        assert "No such file" in result.stderr
+
+
+def test_truncated_file_still_summarises(cli, slow_trace):
+    data = slow_trace.read_bytes()
+    slow_trace.write_bytes(data[: len(data) * 3 // 5])
+    result = ranktime("summary", slow_trace)
+    assert result.returncode == 0, result.stderr
+    assert f"truncated at byte {len(data) * 3 // 5}" in result.stderr
+    assert "slowest rank: 2" in result.stdout
+    summary = summary_json(slow_trace)
+    assert summary["reader"]["truncated"] is True
+    assert lateness_by_rank(summary)[2]["mean_lag_ms"] == pytest.approx(20.0)
+
+
+# --- check --------------------------------------------------------------------------------------
+
+def test_check_passes_generated_trace(cli, slow_trace):
+    result = ranktime("check", slow_trace)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout == f"{slow_trace}: OK: {len(events_of(slow_trace))} events, 4 ranks, " \
+                            "60 negotiations, closed cleanly\n"
+
+
+def test_check_missing_tick(cli, slow_trace):
+    events = events_of(slow_trace)
+    index = next(i for i, e in enumerate(events) if '"name":"2","ph":"X"' in e)
+    del events[index]
+    write_events(slow_trace, events)
+    result = ranktime("check", slow_trace)
+    assert result.returncode == 1
+    close = next(i for i, e in enumerate(events) if '"NEGOTIATE_ALLREDUCE","ph":"E"' in e)
+    offset = slow_trace.read_bytes().index(events[close].encode())
+    assert (f"{slow_trace}: event #{close} (byte {offset}): NEGOTIATE_ALLREDUCE on pid 1 "
+            "(tensor 'grad.0') tid 0") in result.stdout
+    assert "has ticks for 3 of 4 ranks; missing rank 2" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith(f"{slow_trace}: 1 violation (")
+
+
+def test_check_unbalanced_slices(cli, slow_trace):
+    events = events_of(slow_trace)
+    index = next(i for i, e in enumerate(events) if '"QUEUE","ph":"E"' in e)
+    del events[index]
+    write_events(slow_trace, events)
+    result = ranktime("check", slow_trace)
+    assert result.returncode == 1
+    assert f"event #{index}" in result.stdout
+    assert "opens inside the sub-phase 'QUEUE'" in result.stdout
+    assert "does not match the open slice 'QUEUE'" in result.stdout
+
+
+def test_check_max_errors(cli, slow_trace):
+    events = [e for e in events_of(slow_trace) if '"name":"3","ph":"X"' not in e]
+    write_events(slow_trace, events)
+    result = ranktime("check", slow_trace, "--max-errors", "2")
+    assert result.returncode == 1
+    assert "... and 58 more violations" in result.stdout
+    assert "60 violations" in result.stdout.splitlines()[-1]
+
+
+def test_check_invalid_json(cli, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('[\n{"name":"x","ph":"M" "pid":0}\n]\n')
+    result = ranktime("check", path)
+    assert result.returncode == 1
+    assert "invalid JSON at byte" in result.stdout
+
+
+def test_check_truncated_then_repair_in_place(cli, slow_trace):
+    data = slow_trace.read_bytes()
+    cut = len(data) // 2 + 13
+    slow_trace.write_bytes(data[:cut])
+    result = ranktime("check", slow_trace)
+    assert result.returncode == 1
+    assert f"truncated at byte {cut}" in result.stdout
+    assert "`ranktime check --repair` completes the file" in result.stdout
+
+    repaired = ranktime("check", slow_trace, "--repair")
+    assert repaired.returncode == 0, repaired.stdout
+    assert f"{slow_trace}: repaired: kept " in repaired.stdout
+    assert repaired.stdout.splitlines()[-1].startswith(f"{slow_trace}: OK:")
+    assert ranktime("check", slow_trace).returncode == 0
+    json.loads(slow_trace.read_text())  # plain JSON now, as Perfetto wants
+    # Every complete event before the cut is still there, byte for byte.
+    last_complete = data[:cut].rindex(b"},") + 1
+    assert slow_trace.read_bytes()[:last_complete] == data[:last_complete]
+
+
+def test_repair_into_another_file(cli, slow_trace, tmp_path):
+    data = slow_trace.read_bytes()
+    slow_trace.write_bytes(data[:-300])
+    out = tmp_path / "fixed.json"
+    result = ranktime("check", slow_trace, "--repair", "-o", out)
+    assert result.returncode == 0, result.stdout
+    assert slow_trace.read_bytes() == data[:-300]
+    assert ranktime("check", out).returncode == 0
+
+
+def test_repair_of_a_complete_file_changes_nothing(cli, slow_trace):
+    before = slow_trace.read_bytes()
+    result = ranktime("check", slow_trace, "--repair")
+    assert result.returncode == 0
+    assert "nothing to repair" in result.stdout
+    assert slow_trace.read_bytes() == before
+
+
+def test_output_needs_repair(cli, slow_trace, tmp_path):
+    result = ranktime("check", slow_trace, "-o", tmp_path / "x.json")
+    assert result.returncode == 2
+    assert "only used with --repair" in result.stderr

@@ -1,0 +1,392 @@
+// The checker's rules on hand-broken traces, and repair of files cut at every byte.
+#include "ranktime/timeline/trace_check.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "ranktime/timeline/trace_analysis.h"
+#include "trace_text.h"
+
+namespace ranktime::timeline {
+namespace {
+
+using testing::event_lines;
+using testing::find_event;
+using testing::join_events;
+
+struct Checked {
+  TraceReadResult read;
+  TraceChecker checker;
+  std::string all_messages() const {
+    std::string out;
+    for (const auto& v : checker.violations()) {
+      out += "#" + std::to_string(v.event_index) + ": " + v.message + "\n";
+    }
+    return out;
+  }
+  bool has(const std::string& part) const {
+    for (const auto& v : checker.violations()) {
+      if (v.message.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+Checked check_text(const std::string& text) {
+  Checked c;
+  std::istringstream in(text);
+  c.read = read_trace(in, [&](const TraceEvent& e) {
+    c.checker.add(e);
+    return true;
+  });
+  c.checker.finish(c.read);
+  return c;
+}
+
+testing::SyntheticTrace small_trace() {
+  testing::SyntheticTrace t;
+  t.ranks = 2;
+  t.tensors = 3;
+  t.steps = 2;
+  t.fused = 2;
+  t.slow_rank = 1;
+  t.delay_us = 250;
+  t.mark_cycles = true;
+  return t;
+}
+
+TEST(TraceCheck, GeneratedTracesPass) {
+  for (int ranks : {1, 2, 4}) {
+    testing::SyntheticTrace t = small_trace();
+    t.ranks = ranks;
+    t.slow_rank = ranks - 1;
+    Checked c = check_text(testing::synthetic_text(t));
+    EXPECT_TRUE(c.checker.ok()) << c.all_messages();
+    EXPECT_EQ(c.checker.ranks(), ranks);
+    EXPECT_EQ(c.checker.negotiations(), 6u);
+    EXPECT_TRUE(c.checker.has_run_end());
+  }
+}
+
+TEST(TraceCheck, MissingEndIsNeverClosed) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  int i = find_event(events, {"\"MPI_ALLREDUCE\"", "\"ph\":\"E\""});
+  ASSERT_GE(i, 0);
+  events.erase(events.begin() + i);
+  Checked c = check_text(join_events(events));
+  EXPECT_FALSE(c.checker.ok());
+  // The operation's E then meets the open MPI_ALLREDUCE.
+  EXPECT_TRUE(
+      c.has("'E' of 'ALLREDUCE' on pid 1 (tensor 'grad.0') tid 1 does not match the open "
+            "slice 'MPI_ALLREDUCE'"))
+      << c.all_messages();
+}
+
+TEST(TraceCheck, UnclosedSliceAtTheEnd) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  events.insert(
+      events.end() - 1,
+      R"({"name":"ALLREDUCE","ph":"B","pid":2,"tid":2,"ts":900000.000,"args":{"dtype":"float32","shape":[4],"bytes":16,"fused_tensors":1}})");
+  Checked c = check_text(join_events(events));
+  EXPECT_EQ(c.checker.violation_count(), 1u) << c.all_messages();
+  EXPECT_TRUE(
+      c.has("slice 'ALLREDUCE' on pid 2 (tensor 'grad.1') tid 2 (ts 900000.000) is never closed"))
+      << c.all_messages();
+  EXPECT_EQ(c.checker.violations()[0].event_index, events.size() - 2);
+}
+
+TEST(TraceCheck, EndWithoutBegin) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  int i = find_event(events, {"\"QUEUE\"", "\"ph\":\"B\""});
+  events.erase(events.begin() + i);
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(
+      c.has("'E' of 'QUEUE' on pid 1 (tensor 'grad.0') tid 1 does not match the open slice "
+            "'ALLREDUCE'"))
+      << c.all_messages();
+  // A stray E on an empty lane closes nothing.
+  events.push_back(R"({"name":"QUEUE","ph":"E","pid":3,"tid":1,"ts":999999.000})");
+  Checked d = check_text(join_events(events));
+  EXPECT_TRUE(d.has("'E' of 'QUEUE' on pid 3 (tensor 'grad.2') tid 1 closes no open slice"))
+      << d.all_messages();
+}
+
+TEST(TraceCheck, MissingTick) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  int i = find_event(events, {"\"name\":\"1\"", "\"ph\":\"X\""});
+  ASSERT_GE(i, 0);
+  events.erase(events.begin() + i);
+  Checked c = check_text(join_events(events));
+  EXPECT_EQ(c.checker.violation_count(), 1u) << c.all_messages();
+  EXPECT_TRUE(c.has("NEGOTIATE_ALLREDUCE on pid 1 (tensor 'grad.0') tid 0 (opened at event #"))
+      << c.all_messages();
+  EXPECT_TRUE(c.has("has ticks for 1 of 2 ranks; missing rank 1")) << c.all_messages();
+}
+
+TEST(TraceCheck, DuplicateAndStrayTicks) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  int i = find_event(events, {"\"name\":\"0\"", "\"ph\":\"X\""});
+  events.insert(events.begin() + i + 1, events[i]);
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(c.has("second tick of rank 0 in the NEGOTIATE_ALLREDUCE")) << c.all_messages();
+
+  auto outside = event_lines(testing::synthetic_text(small_trace()));
+  int end = find_event(outside, {"\"NEGOTIATE_ALLREDUCE\"", "\"ph\":\"E\""});
+  outside.insert(
+      outside.begin() + end + 1,
+      R"({"name":"0","ph":"X","pid":1,"tid":0,"ts":99999.000,"dur":0,"args":{"rank":0,"lag_us":0}})");
+  Checked d = check_text(join_events(outside));
+  EXPECT_TRUE(
+      d.has("tick of rank 0 on pid 1 (tensor 'grad.0') tid 0 is outside a NEGOTIATE_* slice"))
+      << d.all_messages();
+
+  auto range = event_lines(testing::synthetic_text(small_trace()));
+  int b = find_event(range, {"\"NEGOTIATE_ALLREDUCE\"", "\"ph\":\"B\""});
+  range.insert(
+      range.begin() + b + 1,
+      R"({"name":"7","ph":"X","pid":1,"tid":0,"ts":1000.000,"dur":0,"args":{"rank":7,"lag_us":0}})");
+  Checked e = check_text(join_events(range));
+  EXPECT_TRUE(e.has("tick of rank 7 but the run has 2 ranks (0..1)")) << e.all_messages();
+}
+
+TEST(TraceCheck, UnknownNamesAndPlacement) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  events.insert(events.end() - 1, R"({"name":"REDUCE","ph":"B","pid":1,"tid":1,"ts":900000.000})");
+  events.insert(events.end() - 1, R"({"name":"REDUCE","ph":"E","pid":1,"tid":1,"ts":900001.000})");
+  events.insert(events.end() - 1, R"({"name":"QUEUE","ph":"B","pid":1,"tid":2,"ts":900000.000})");
+  events.insert(events.end() - 1, R"({"name":"QUEUE","ph":"E","pid":1,"tid":2,"ts":900001.000})");
+  events.insert(events.end() - 1,
+                R"({"name":"NEGOTIATE_FOO","ph":"B","pid":2,"tid":0,"ts":900000.000})");
+  events.insert(events.end() - 1,
+                R"({"name":"NEGOTIATE_FOO","ph":"E","pid":2,"tid":0,"ts":900001.000})");
+  events.insert(events.end() - 1, R"({"name":"foo","ph":"M","pid":0,"tid":0,"args":{}})");
+  events.insert(events.end() - 1,
+                R"({"name":"STALL","ph":"i","s":"g","pid":0,"tid":0,"ts":900002.000,"args":{}})");
+  events.insert(events.end() - 1, R"({"name":"x","ph":"P","pid":0,"tid":0,"ts":900002.000})");
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(c.has("unknown slice 'REDUCE' on pid 1 (tensor 'grad.0') tid 1")) << c.all_messages();
+  EXPECT_TRUE(
+      c.has("sub-phase 'QUEUE' on pid 1 (tensor 'grad.0') tid 2 is outside an operation slice"))
+      << c.all_messages();
+  EXPECT_TRUE(c.has("unknown slice 'NEGOTIATE_FOO' on the negotiate thread")) << c.all_messages();
+  EXPECT_TRUE(c.has("unknown metadata event 'foo'")) << c.all_messages();
+  EXPECT_TRUE(c.has("instant 'STALL' on pid 0 has no string \"message\" arg")) << c.all_messages();
+  EXPECT_TRUE(c.has("unknown phase \"ph\":\"P\"")) << c.all_messages();
+}
+
+TEST(TraceCheck, SubphasesNeverNest) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  int q = find_event(events, {"\"QUEUE\"", "\"ph\":\"B\""});
+  events.insert(events.begin() + q + 1,
+                R"({"name":"MPI_ALLREDUCE","ph":"B","pid":1,"tid":1,"ts":1275.000})");
+  events.insert(events.begin() + q + 2,
+                R"({"name":"MPI_ALLREDUCE","ph":"E","pid":1,"tid":1,"ts":1275.000})");
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(
+      c.has("'MPI_ALLREDUCE' on pid 1 (tensor 'grad.0') tid 1 opens inside the sub-phase 'QUEUE'"))
+      << c.all_messages();
+}
+
+TEST(TraceCheck, TimeOrderPerThread) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  int q = find_event(events, {"\"QUEUE\"", "\"ph\":\"E\""});
+  // Move the QUEUE end before its begin.
+  auto& line = events[q];
+  line.replace(line.find("\"ts\":"), std::string::npos, "\"ts\":1.000}");
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(
+      c.has("ts 1.000 of 'QUEUE' ('E') is earlier than the previous event on pid 1 "
+            "(tensor 'grad.0') tid 1"))
+      << c.all_messages();
+}
+
+TEST(TraceCheck, MissingRunMetadataAndProcessName) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  events.erase(events.begin() + find_event(events, {"\"ranktime_run\""}));
+  events.erase(events.begin() + find_event(events, {"\"process_name\"", "\"pid\":2"}));
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(c.has("no ranktime_run metadata event before the first timed event"))
+      << c.all_messages();
+  EXPECT_TRUE(c.has("pid 2 has events before its process_name metadata")) << c.all_messages();
+}
+
+TEST(TraceCheck, MissingArgs) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  int op = find_event(events, {"\"ALLREDUCE\"", "\"ph\":\"B\""});
+  events[op] = R"({"name":"ALLREDUCE","ph":"B","pid":1,"tid":1,"ts":1270.000})";
+  int end = find_event(events, {"\"NEGOTIATE_ALLREDUCE\"", "\"ph\":\"E\""});
+  auto& line = events[end];
+  line = line.substr(0, line.find(",\"args\"")) + "}";
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(
+      c.has("ALLREDUCE slice on pid 1 (tensor 'grad.0') tid 1 has no integer \"bytes\" arg"))
+      << c.all_messages();
+  EXPECT_TRUE(c.has("has no integer \"last_rank\" arg")) << c.all_messages();
+  EXPECT_TRUE(c.has("has no number \"spread_us\" arg")) << c.all_messages();
+}
+
+TEST(TraceCheck, TruncatedFileSaysWhereAndHowToRepair) {
+  std::string text = testing::synthetic_text(small_trace());
+  text.resize(text.size() / 2);
+  Checked c = check_text(text);
+  EXPECT_TRUE(c.read.truncated);
+  EXPECT_TRUE(c.has("truncated at byte " + std::to_string(text.size())));
+  EXPECT_TRUE(c.has("`ranktime check --repair` completes the file"));
+}
+
+std::string temp_path(const char* tag) {
+  return ::testing::TempDir() + "ranktime_check_" + tag + "_" + std::to_string(::getpid()) +
+         ".json";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Repairs `text` through files, as the CLI does, and returns the result.
+std::string repair_text(const std::string& text, RepairPlan* plan_out = nullptr) {
+  Checked c = check_text(text);
+  RepairPlan plan = plan_repair(c.read, c.checker.open_slices(), c.checker.max_ts(), text.size());
+  const std::string in = temp_path("in");
+  {
+    std::ofstream out(in, std::ios::binary);
+    out << text;
+  }
+  std::string error;
+  EXPECT_TRUE(apply_repair(in, in, plan, &error)) << error;
+  std::string repaired = read_file(in);
+  std::remove(in.c_str());
+  if (plan_out) *plan_out = plan;
+  return repaired;
+}
+
+TEST(TraceRepair, EveryCutRepairsToAValidTrace) {
+  testing::SyntheticTrace t = small_trace();
+  t.steps = 1;
+  const std::string text = testing::synthetic_text(t);
+  const auto all = event_lines(text);
+  const size_t run_end = text.find("ranktime_run\"");
+  const size_t after_run = text.find('}', text.find("\"all_ranks\"", run_end)) + 2;
+  for (size_t cut = after_run; cut < text.size(); cut += 7) {
+    const std::string prefix = text.substr(0, cut);
+    Checked before = check_text(prefix);
+    RepairPlan plan;
+    std::string repaired = repair_text(prefix, &plan);
+    Checked after = check_text(repaired);
+    ASSERT_TRUE(after.checker.ok()) << "cut at " << cut << ":\n"
+                                    << after.all_messages() << repaired;
+    // Every complete event is kept, plus one E per open slice.
+    EXPECT_EQ(after.read.events, before.read.events + plan.closed_slices) << "cut at " << cut;
+    EXPECT_EQ(repaired.substr(0, before.read.last_event_end),
+              prefix.substr(0, before.read.last_event_end));
+  }
+}
+
+TEST(TraceRepair, ClosesSlicesOpenInAValidFile) {
+  // What a SIGKILL leaves: valid JSON (the writer closes the array at every flush), but slices
+  // whose E was never flushed.
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  events.pop_back();  // ranktime_run_end
+  int last_op_end = -1;
+  for (int i = 0; i < static_cast<int>(events.size()); ++i) {
+    if (events[i].find("\"ph\":\"E\"") != std::string::npos &&
+        events[i].find("\"ALLREDUCE\"") != std::string::npos) {
+      last_op_end = i;
+    }
+  }
+  events.erase(events.begin() + last_op_end - 2, events.begin() + last_op_end + 1);
+  const std::string text = join_events(events);
+  Checked before = check_text(text);
+  EXPECT_TRUE(before.read.complete);
+  EXPECT_TRUE(before.has("is never closed")) << before.all_messages();
+  RepairPlan plan;
+  std::string repaired = repair_text(text, &plan);
+  EXPECT_EQ(plan.closed_slices, 1u);
+  EXPECT_NE(repaired.find(R"("args":{"repaired":true})"), std::string::npos);
+  Checked after = check_text(repaired);
+  EXPECT_TRUE(after.checker.ok()) << after.all_messages();
+  EXPECT_FALSE(after.checker.has_run_end());
+  EXPECT_EQ(after.read.events, before.read.events + 1);
+}
+
+TEST(TraceRepair, CompleteTraceNeedsNothing) {
+  const std::string text = testing::synthetic_text(small_trace());
+  Checked c = check_text(text);
+  RepairPlan plan = plan_repair(c.read, c.checker.open_slices(), c.checker.max_ts(), text.size());
+  EXPECT_FALSE(plan.needed);
+}
+
+TEST(TraceRepair, EmptyAndBracketOnly) {
+  EXPECT_EQ(repair_text(""), "[\n]\n");
+  EXPECT_EQ(repair_text("[\n"), "[\n]\n");
+}
+
+TEST(TraceRepair, IntoAnotherFile) {
+  std::string text = testing::synthetic_text(small_trace());
+  text.resize(text.size() - 200);
+  Checked c = check_text(text);
+  RepairPlan plan = plan_repair(c.read, c.checker.open_slices(), c.checker.max_ts(), text.size());
+  const std::string in = temp_path("src"), out = temp_path("dst");
+  {
+    std::ofstream f(in, std::ios::binary);
+    f << text;
+  }
+  std::string error;
+  ASSERT_TRUE(apply_repair(in, out, plan, &error)) << error;
+  EXPECT_EQ(read_file(in), text);  // the input is left alone
+  EXPECT_TRUE(check_text(read_file(out)).checker.ok());
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
+TEST(TraceCheck, CorruptedBytesNeverCrashAnyReader) {
+  // Flip, drop and insert random bytes: the reader, checker, summariser and repair must report,
+  // never crash or loop.
+  const std::string text = testing::synthetic_text(small_trace());
+  std::mt19937 rng(1234);
+  const std::string noise = "{}[],:\"\\0123456789.-eE tfn\n\x01\xff";
+  for (int round = 0; round < 300; ++round) {
+    std::string broken = text;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < edits; ++k) {
+      size_t at = rng() % broken.size();
+      char c = noise[rng() % noise.size()];
+      switch (rng() % 3) {
+        case 0:
+          broken[at] = c;
+          break;
+        case 1:
+          broken.erase(at, 1 + rng() % 40);
+          break;
+        default:
+          broken.insert(at, 1, c);
+      }
+    }
+    Checked c = check_text(broken);
+    TraceSummarizer summarizer;
+    std::istringstream in(broken);
+    read_trace(in, [&](const TraceEvent& e) {
+      summarizer.add(e);
+      return true;
+    });
+    summarizer.finish();
+    RepairPlan plan =
+        plan_repair(c.read, c.checker.open_slices(), c.checker.max_ts(), broken.size());
+    if (!plan.needed) continue;
+    std::string repaired = broken.substr(0, plan.keep_bytes) + plan.tail;
+    Checked after = check_text(repaired);
+    EXPECT_TRUE(after.read.complete) << "round " << round << ": " << after.read.error;
+  }
+}
+
+}  // namespace
+}  // namespace ranktime::timeline

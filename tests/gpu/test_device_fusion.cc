@@ -1,0 +1,99 @@
+// Layout of fused batches in the device fusion buffer (alignment padding, hierarchical shards,
+// allgather offsets) and the copy descriptors of the batched pack/unpack. Pure, no GPU.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu/device_fusion.h"
+
+namespace ranktime::gpu {
+namespace {
+
+TEST(DeviceFusion, AlignsEveryTensor) {
+  FusionLayout l = plan_device_fusion({4, 1000, 256, 0, 3});
+  EXPECT_EQ(l.offsets, (std::vector<size_t>{0, 256, 1280, 1536, 1536}));
+  EXPECT_EQ(l.bytes, 1792u);  // 1539 rounded up to the alignment
+  for (size_t o : l.offsets) EXPECT_EQ(o % kDeviceFusionAlignment, 0u);
+}
+
+TEST(DeviceFusion, EmptyBatch) {
+  FusionLayout l = plan_device_fusion({});
+  EXPECT_TRUE(l.offsets.empty());
+  EXPECT_EQ(l.bytes, 0u);
+}
+
+TEST(DeviceFusion, PaddingIsBounded) {
+  std::vector<size_t> sizes;
+  size_t payload = 0;
+  for (size_t i = 0; i < 161; ++i) {  // ResNet-50's gradient count
+    sizes.push_back(4 * (i * 37 + 1));
+    payload += sizes.back();
+  }
+  FusionLayout l = plan_device_fusion(sizes);
+  EXPECT_LT(l.bytes - payload, sizes.size() * kDeviceFusionAlignment);
+  for (size_t i = 1; i < sizes.size(); ++i) {
+    EXPECT_GE(l.offsets[i], l.offsets[i - 1] + sizes[i - 1]) << "tensors must not overlap";
+  }
+}
+
+TEST(DeviceFusion, GranuleMakesEqualAlignedShards) {
+  const int local_size = 3;
+  FusionLayout l = plan_device_fusion({1000, 24}, 256, 256 * local_size);
+  EXPECT_EQ(l.bytes % (256 * local_size), 0u);
+  EXPECT_GE(l.bytes, 256u + 1024u);
+  size_t covered = 0;
+  for (int r = 0; r < local_size; ++r) {
+    Shard s = shard_of(l.bytes, r, local_size);
+    EXPECT_EQ(s.offset, covered);
+    EXPECT_EQ(s.offset % 256, 0u);
+    EXPECT_EQ(s.bytes, l.bytes / local_size);
+    covered += s.bytes;
+  }
+  EXPECT_EQ(covered, l.bytes);
+}
+
+TEST(DeviceFusion, PackAndUnpackCopies) {
+  std::vector<char> a(10), b(300), c(0), d(7);
+  std::vector<char> buffer(2048);
+  FusionLayout l = plan_device_fusion({a.size(), b.size(), c.size(), d.size()});
+  CopyBatch in = pack_copies(l, {a.data(), b.data(), c.data(), d.data()}, buffer.data());
+  ASSERT_EQ(in.count(), 3u);  // the empty tensor has no copy
+  EXPECT_EQ(in.srcs[0], a.data());
+  EXPECT_EQ(in.dsts[0], buffer.data());
+  EXPECT_EQ(in.dsts[1], buffer.data() + 256);
+  EXPECT_EQ(in.sizes[1], 300u);
+  EXPECT_EQ(in.dsts[2], buffer.data() + l.offsets[3]);
+  EXPECT_EQ(in.bytes(), 317u);
+
+  CopyBatch out = unpack_copies(l, {a.data(), b.data(), c.data(), d.data()}, buffer.data());
+  ASSERT_EQ(out.count(), 3u);
+  EXPECT_EQ(out.dsts[1], b.data());
+  EXPECT_EQ(out.srcs[1], buffer.data() + 256);
+}
+
+// Tensors that are contiguous views of one allocation (a flat gradient buffer) and land
+// contiguously in the fusion buffer become one copy.
+TEST(DeviceFusion, MergesContiguousCopies) {
+  std::vector<char> flat(1024);
+  std::vector<char> buffer(2048);
+  FusionLayout l = plan_device_fusion({256, 512, 100});
+  CopyBatch in = pack_copies(l, {flat.data(), flat.data() + 256, flat.data() + 768}, buffer.data());
+  ASSERT_EQ(in.count(), 1u);
+  EXPECT_EQ(in.sizes[0], 868u);
+  // Not contiguous at the source: separate copies.
+  CopyBatch apart =
+      pack_copies(l, {flat.data(), flat.data() + 300, flat.data() + 900}, buffer.data());
+  EXPECT_EQ(apart.count(), 3u);
+}
+
+TEST(DeviceFusion, GatherLayoutWithDifferentFirstDimensions) {
+  GatherLayout g = plan_gather({1, 3, 0, 2}, 12);
+  EXPECT_EQ(g.offsets, (std::vector<size_t>{0, 12, 48, 48}));
+  EXPECT_EQ(g.sizes, (std::vector<size_t>{12, 36, 0, 24}));
+  EXPECT_EQ(g.bytes, 72u);
+  EXPECT_EQ(g.rows, 6);
+}
+
+}  // namespace
+}  // namespace ranktime::gpu

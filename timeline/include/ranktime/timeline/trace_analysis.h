@@ -1,0 +1,262 @@
+// Trace analysis behind `ranktime summary`: lateness per rank, where the time went, top tensors,
+// fusion and bandwidth, computed in one pass over a streamed trace with bounded memory (state
+// grows with tensors and ranks, never with the number of events).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ranktime/timeline/trace_reader.h"
+
+namespace ranktime::timeline {
+
+// Log-bucketed histogram for quantiles in bounded memory: buckets grow by 1% from 0.01 µs, and
+// each keeps its count and sum, so a quantile is reported as the mean of the values in its
+// bucket: within 1% of the exact value, and exact when a bucket's values are equal. Zero and
+// negative values share a bucket at 0. Mean, min and max are exact. Deterministic, unlike a
+// sampled reservoir; memory grows with the largest value's bucket (about 1,500 for 20 ms).
+class LogHistogram {
+ public:
+  void add(double value);
+  double quantile(double q) const;  // q in [0, 1]; 0 when empty
+  uint64_t count() const { return count_; }
+  double sum() const { return sum_; }
+  double mean() const { return count_ == 0 ? 0 : sum_ / static_cast<double>(count_); }
+  double min() const { return count_ == 0 ? 0 : min_; }
+  double max() const { return count_ == 0 ? 0 : max_; }
+
+ private:
+  std::vector<uint64_t> counts_;  // grown on demand up to the largest bucket used
+  std::vector<double> sums_;
+  uint64_t count_ = 0;
+  double sum_ = 0;
+  double min_ = 0;
+  double max_ = 0;
+};
+
+struct SummaryOptions {
+  // Time window, in trace microseconds: negotiations, slices and markers that begin inside it.
+  std::optional<double> from_us;
+  std::optional<double> to_us;
+  // Ranks to analyse (empty: all). Lateness is recomputed among these ranks only: lags are
+  // measured from the first of them to become ready, and the last of them is "last".
+  std::vector<int> ranks;
+  // Operations to analyse ("ALLREDUCE", ...; empty: all): their negotiations and slices.
+  std::vector<std::string> operations;
+  size_t top_k = 10;
+};
+
+struct RunInfo {
+  int ranks = 0;  // from the ranktime_run metadata; 0 when absent
+  std::vector<std::string> hostnames;
+  bool has_run_metadata = false;
+  bool has_run_end = false;  // ranktime_run_end present: the run closed the file cleanly
+  int64_t events_dropped = 0;
+  int64_t start_time_since_epoch_us = 0;
+};
+
+struct RankLateness {
+  int rank = 0;
+  uint64_t negotiations = 0;  // negotiations with a tick of this rank
+  uint64_t times_last = 0;    // how often it was the last to become ready
+  double mean_lag_us = 0;     // behind the first rank
+  double p50_lag_us = 0;
+  double p95_lag_us = 0;
+  double max_lag_us = 0;
+  // Time the other ranks spent waiting for it: over negotiations where it was last,
+  // the sum over the other ranks r of (its lag - lag of r).
+  double caused_wait_us = 0;
+};
+
+struct PhaseStat {
+  std::string op;     // "ALLREDUCE", ...
+  std::string phase;  // the slice name: the op itself, a sub-phase, or "NEGOTIATE_<OP>"
+  bool negotiation = false;
+  uint64_t count = 0;  // slices; a fused batch's shared slice counts once
+  double total_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+  // total / (wall time x lanes): the average lane's share of the wall time. Lanes are the rank
+  // lanes seen (1 for negotiations). Slices of different tensors may overlap, so an operation
+  // slice (which includes its QUEUE) can exceed 100%.
+  double share = 0;
+};
+
+struct TensorStat {
+  std::string name;
+  int64_t pid = 0;
+  uint64_t negotiations = 0;
+  double wait_total_us = 0;  // sum of NEGOTIATE_* slice durations
+  double wait_max_us = 0;
+  uint64_t operations = 0;         // operation slices over all rank lanes
+  double processing_total_us = 0;  // sum of operation slice durations, over all rank lanes
+  double processing_max_us = 0;
+  int lanes = 0;  // rank lanes the operations came from
+};
+
+struct FusionStat {
+  std::string op;
+  uint64_t batches = 0;  // summed over rank lanes
+  uint64_t tensors = 0;
+  uint64_t bytes = 0;
+  uint64_t max_tensors = 0;
+  uint64_t max_bytes = 0;
+  int lanes = 0;
+};
+
+// nccl-tests definitions: algbw = S / t with t the collective sub-phase(s) of a batch, S the
+// batch's bytes (for allgather the gathered output, bytes x ranks); busbw = algbw x 2(n-1)/n for
+// allreduce, (n-1)/n for allgather, 1 for broadcast.
+struct BandwidthStat {
+  std::string op;
+  uint64_t batches = 0;      // batches with a timed collective, summed over rank lanes
+  uint64_t bytes = 0;        // S summed over those batches
+  double collective_us = 0;  // collective time summed over those batches
+  double algbw_gbps = 0;     // bytes / collective time, in GB/s (1e9)
+  double busbw_gbps = 0;
+  double bus_factor = 0;
+  int lanes = 0;
+};
+
+struct CycleStat {
+  uint64_t cycles = 0;  // CYCLE_START markers in the window
+  double mean_interval_us = 0;
+  double p50_interval_us = 0;
+  double max_interval_us = 0;
+  double batches_per_cycle = 0;  // per rank lane
+};
+
+struct Summary {
+  RunInfo run;
+  double first_ts_us = 0;
+  double last_ts_us = 0;
+  double wall_us = 0;
+  uint64_t events = 0;              // events seen (all)
+  uint64_t negotiations = 0;        // negotiations in the window
+  uint64_t negotiation_errors = 0;  // negotiations whose E carries an error
+  uint64_t operation_errors = 0;
+  int rank_lanes = 0;                  // rank lanes with operation slices
+  std::vector<RankLateness> lateness;  // by rank
+  int slowest_rank = -1;               // most caused waiting; -1 when no rank caused any
+  std::vector<PhaseStat> phases;
+  std::vector<TensorStat> top_wait;        // top-k by negotiation wait
+  std::vector<TensorStat> top_processing;  // top-k by processing time
+  std::vector<FusionStat> fusion;
+  std::vector<BandwidthStat> bandwidth;
+  CycleStat cycles;
+};
+
+// busbw / algbw for `op` ("ALLREDUCE", ...) on n ranks, per nccl-tests; 0 when not applicable.
+double bus_bandwidth_factor(const std::string& op, int ranks);
+
+// Feed every event of a trace to add(), then call finish() once.
+class TraceSummarizer {
+ public:
+  explicit TraceSummarizer(SummaryOptions options = {});
+  void add(const TraceEvent& event);
+  Summary finish();
+
+ private:
+  struct Tick {
+    int rank;
+    double lag_us;
+  };
+  struct OpenSlice {
+    std::string name;
+    double ts = 0;
+    // Operation slices only:
+    int64_t bytes = 0;
+    int64_t fused_tensors = 1;
+    bool error = false;
+    double collective_begin = -1;  // first collective sub-phase's begin
+    double collective_us = 0;      // collective sub-phases' total
+    std::vector<Tick> ticks;       // negotiation slices only
+  };
+  struct Accum {
+    uint64_t count = 0;
+    double total = 0;
+    double min = 0;
+    double max = 0;
+    void add(double v);
+  };
+  struct BatchKey {
+    int rank;
+    std::string op;
+    int64_t begin_ns;
+    bool operator==(const BatchKey& o) const {
+      return rank == o.rank && begin_ns == o.begin_ns && op == o.op;
+    }
+  };
+  struct BatchKeyHash {
+    size_t operator()(const BatchKey& k) const;
+  };
+  struct PendingBatch {
+    uint64_t serial = 0;
+    int64_t expected = 1;
+    uint64_t tensors = 0;
+    uint64_t bytes = 0;
+    double collective_us = 0;
+    bool error = false;
+  };
+  struct SliceKey {
+    int rank;
+    std::string name;
+    int64_t begin_ns;
+    int64_t end_ns;
+    bool operator==(const SliceKey& o) const {
+      return rank == o.rank && begin_ns == o.begin_ns && end_ns == o.end_ns && name == o.name;
+    }
+  };
+  struct SliceKeyHash {
+    size_t operator()(const SliceKey& k) const;
+  };
+  struct RankAccum {
+    LogHistogram lag;
+    uint64_t times_last = 0;
+    double caused_wait_us = 0;
+  };
+
+  bool in_window(double ts) const;
+  bool selected(int rank) const;
+  bool selected(const std::string& operation) const;
+  void observe_time(double begin, double end);
+  void on_metadata(const TraceEvent& e);
+  void on_negotiation_end(const TraceEvent& e, OpenSlice& slice);
+  void on_slice_end(const TraceEvent& e, int rank, OpenSlice& slice, OpenSlice* parent);
+  bool first_of_fused(int rank, const std::string& name, double begin, double end,
+                      int64_t fused_tensors);
+  void add_batch_member(int rank, const OpenSlice& op);
+  void finalize_batch(const std::string& op, const PendingBatch& batch);
+  RankAccum& rank_accum(int rank);
+  TensorStat& tensor(int64_t pid);
+
+  SummaryOptions options_;
+  std::vector<bool> rank_selected_;
+  Summary summary_;
+  bool have_time_ = false;
+  std::map<std::pair<int64_t, int64_t>, std::vector<OpenSlice>> stacks_;
+  std::unordered_map<int64_t, TensorStat> tensors_;
+  std::vector<RankAccum> ranks_;
+  std::vector<bool> lanes_seen_;
+  std::map<std::pair<std::string, std::string>, Accum> phase_accum_;  // (op, phase)
+  std::map<std::string, Accum> negotiate_accum_;                      // op
+  std::map<std::string, FusionStat> fusion_;
+  std::map<std::string, BandwidthStat> bandwidth_;
+  // Fused batches: members seen so far, keyed by (rank, op, collective begin); bounded.
+  std::unordered_map<BatchKey, PendingBatch, BatchKeyHash> pending_batches_;
+  std::deque<std::pair<BatchKey, uint64_t>> pending_order_;
+  // Shared slices of fused batches already counted, with how many copies are still to come.
+  std::unordered_map<SliceKey, std::pair<uint64_t, int64_t>, SliceKeyHash> shared_slices_;
+  std::deque<std::pair<SliceKey, uint64_t>> shared_order_;
+  uint64_t serial_ = 0;
+  LogHistogram cycle_intervals_;
+  double last_cycle_ts_ = -1;
+};
+
+}  // namespace ranktime::timeline

@@ -1,0 +1,129 @@
+// Validation of a timeline against docs/timeline-format.md (`ranktime check`), and repair of a
+// file cut short (`ranktime check --repair`). One pass, one stack per (pid, tid): memory grows
+// with tensors and ranks, not with the number of events.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ranktime/timeline/trace_reader.h"
+
+namespace ranktime::timeline {
+
+inline constexpr uint64_t kNoEvent = std::numeric_limits<uint64_t>::max();
+
+struct TraceViolation {
+  uint64_t event_index = kNoEvent;  // the offending event (kNoEvent: the file as a whole)
+  uint64_t offset = 0;              // its byte offset
+  std::string message;
+};
+
+// A slice still open after the last event: what a repair has to close.
+struct OpenSliceInfo {
+  int64_t pid = 0;
+  int64_t tid = 0;
+  int depth = 0;  // 0 = outermost on its thread
+  std::string name;
+  double ts = 0;
+  uint64_t event_index = 0;
+  uint64_t offset = 0;
+};
+
+struct CheckOptions {
+  // Violations kept with their text (all are counted).
+  size_t max_violations_kept = 1000;
+};
+
+class TraceChecker {
+ public:
+  explicit TraceChecker(CheckOptions options = {});
+  void add(const TraceEvent& event);
+  // Call once, after the reader is done: reports a cut or invalid JSON, and unclosed slices.
+  void finish(const TraceReadResult& read);
+
+  const std::vector<TraceViolation>& violations() const { return violations_; }
+  uint64_t violation_count() const { return violation_count_; }
+  bool ok() const { return violation_count_ == 0; }
+
+  // Slices open after the events seen so far, outermost first on each thread.
+  std::vector<OpenSliceInfo> open_slices() const;
+  double max_ts() const { return max_ts_; }
+  int ranks() const { return ranks_; }
+  uint64_t events() const { return events_; }
+  uint64_t negotiations() const { return negotiations_; }
+  bool has_run_end() const { return has_run_end_; }
+
+ private:
+  enum class FrameKind { kNegotiation, kOperation, kSubphase, kOther };
+  struct Frame {
+    std::string name;
+    FrameKind kind = FrameKind::kOther;
+    double ts = 0;
+    uint64_t event_index = 0;
+    uint64_t offset = 0;
+    std::vector<bool> ticked;  // negotiations: which ranks have a tick
+    int ticks = 0;
+    double last_tick_ts = 0;
+    int last_tick_rank = -1;
+  };
+  struct ThreadState {
+    std::vector<Frame> stack;
+    double last_ts = 0;
+    bool has_ts = false;
+  };
+  struct ThreadKeyHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& k) const {
+      return std::hash<int64_t>()(k.first) * 1000003u ^ std::hash<int64_t>()(k.second);
+    }
+  };
+
+  void violation(const TraceEvent& e, std::string message);
+  void file_violation(uint64_t offset, std::string message);
+  std::string where(const TraceEvent& e) const;  // "pid 3 (tensor 'x') tid 2"
+  void on_metadata(const TraceEvent& e);
+  void on_run_event(const TraceEvent& e);
+  void on_negotiate_event(const TraceEvent& e, ThreadState& thread);
+  void on_rank_event(const TraceEvent& e, ThreadState& thread);
+  void on_tick(const TraceEvent& e, ThreadState& thread);
+  // Pops the slice an E closes; returns false (after reporting) when it closes nothing.
+  bool close_slice(const TraceEvent& e, ThreadState& thread, Frame* closed);
+  void check_negotiation_end(const TraceEvent& e, const Frame& frame);
+
+  CheckOptions options_;
+  std::vector<TraceViolation> violations_;
+  uint64_t violation_count_ = 0;
+  std::unordered_map<std::pair<int64_t, int64_t>, ThreadState, ThreadKeyHash> threads_;
+  std::unordered_map<int64_t, std::string> process_names_;
+  std::unordered_set<int64_t> unnamed_reported_;
+  int ranks_ = 0;
+  bool has_run_ = false;
+  bool has_run_end_ = false;
+  bool seen_timed_ = false;
+  uint64_t events_ = 0;
+  uint64_t negotiations_ = 0;
+  double max_ts_ = 0;
+};
+
+// How to complete a file: keep its first keep_bytes bytes and append tail.
+struct RepairPlan {
+  bool needed = false;  // false: the file is complete and balanced, nothing to do
+  uint64_t keep_bytes = 0;
+  std::string tail;
+  uint64_t events_kept = 0;
+  uint64_t closed_slices = 0;
+  uint64_t bytes_dropped = 0;  // bytes after the last complete event
+};
+
+// Keeps every complete event, closes each open slice with an E at close_ts (args
+// {"repaired":true}), innermost first, and closes the array.
+RepairPlan plan_repair(const TraceReadResult& read, const std::vector<OpenSliceInfo>& open,
+                       double close_ts, uint64_t file_size);
+// Writes the repaired file to out_path (in place, by truncating, when it is in_path).
+bool apply_repair(const std::string& in_path, const std::string& out_path, const RepairPlan& plan,
+                  std::string* error);
+
+}  // namespace ranktime::timeline

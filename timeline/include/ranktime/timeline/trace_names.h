@@ -1,0 +1,23 @@
+// The event names a ranktime timeline may contain (docs/timeline-format.md), for readers:
+// which are operations, negotiations, sub-phases and collectives.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace ranktime::timeline {
+
+// "ALLREDUCE", "ALLGATHER", "BROADCAST", "BARRIER".
+bool is_operation_name(std::string_view name);
+// "NEGOTIATE_<OP>" for a known operation; returns the operation, or "" when not one.
+std::string_view negotiation_operation(std::string_view name);
+// QUEUE, WAIT_FOR_DATA, ..., MEMCPY_OUT_HOST_BUFFER: the sub-phases of an operation slice.
+bool is_subphase_name(std::string_view name);
+// The sub-phases that move data between ranks (MPI_*, NCCL_*): what bandwidth is measured on.
+bool is_collective_subphase(std::string_view name);
+// Position of a sub-phase in the order Horovod lists them (for stable tables); large if unknown.
+int subphase_rank(std::string_view name);
+// Metadata event names: process_name, ..., ranktime_run, ranktime_run_end.
+bool is_metadata_name(std::string_view name);
+
+}  // namespace ranktime::timeline
