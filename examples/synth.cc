@@ -9,6 +9,10 @@
 
 #include <CLI/CLI.hpp>
 
+#if RANKTIME_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include "ranktime/half.h"
 #include "ranktime/ranktime.h"
 #include "workload.h"
@@ -139,12 +143,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ranktime-synth: unknown --dtype '%s'\n", dtype_name.c_str());
     return 2;
   }
+#if !RANKTIME_WITH_CUDA
   if (device != "cpu") {
     std::fprintf(
         stderr,
         "ranktime-synth: --device gpu needs ranktime's GPU path, which is not built here\n");
     return 2;
   }
+#endif
   std::vector<ranktime::examples::WorkloadTensor> tensors;
   try {
     if (small_tensors > 0) {
@@ -175,12 +181,48 @@ int main(int argc, char** argv) {
     total_bytes += tensors[t].elements * static_cast<int64_t>(es);
   }
 
+  // --device gpu: each gradient lives on this rank's GPU (local rank modulo the GPUs present);
+  // the host buffers hold the fill and the results checked.
+  int gpu = ranktime::kCpuDevice;
+  std::vector<void*> device_buffers(tensors.size(), nullptr);
+#if RANKTIME_WITH_CUDA
+  if (device == "gpu") {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      std::fprintf(stderr, "ranktime-synth: --device gpu but no CUDA device is available\n");
+      ranktime::shutdown();
+      return 2;
+    }
+    gpu = ranktime::local_rank() % count;
+    cudaSetDevice(gpu);
+    for (size_t t = 0; t < tensors.size(); ++t) cudaMalloc(&device_buffers[t], buffers[t].size());
+  }
+#endif
+  auto to_device = [&](size_t t) {
+#if RANKTIME_WITH_CUDA
+    if (gpu != ranktime::kCpuDevice) {
+      cudaMemcpy(device_buffers[t], buffers[t].data(), buffers[t].size(), cudaMemcpyHostToDevice);
+    }
+#endif
+    (void)t;
+  };
+  auto to_host = [&](size_t t) {
+#if RANKTIME_WITH_CUDA
+    if (gpu != ranktime::kCpuDevice) {
+      cudaMemcpy(buffers[t].data(), device_buffers[t], buffers[t].size(), cudaMemcpyDeviceToHost);
+    }
+#endif
+    (void)t;
+  };
+
   std::vector<double> step_ms;
   std::vector<ranktime::Handle> handles(tensors.size());
   int failures = 0;
   for (int step = 0; step < warmup + steps && failures == 0; ++step) {
-    for (size_t t = 0; t < tensors.size(); ++t)
+    for (size_t t = 0; t < tensors.size(); ++t) {
       fill(buffers[t], *dtype, rank, t, tensors[t].elements);
+      to_device(t);
+    }
     // Untimed: every rank starts the step together, so the only skew is the slow rank's delay
     // (filling 100 MB takes uneven time when ranks share cores).
     if (!no_barrier) ranktime::barrier();
@@ -194,7 +236,8 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(
             std::chrono::nanoseconds(static_cast<int64_t>(compute_us * 1000)));
       }
-      ranktime::TensorView view{buffers[t].data(), *dtype, tensors[t].shape};
+      void* data = gpu == ranktime::kCpuDevice ? buffers[t].data() : device_buffers[t];
+      ranktime::TensorView view{data, *dtype, tensors[t].shape, gpu};
       handles[t] = ranktime::allreduce_async(view, "grad." + tensors[t].name);
     }
     for (size_t t = 0; t < tensors.size(); ++t) {
@@ -212,6 +255,7 @@ int main(int argc, char** argv) {
     }
     if (!no_verify && failures == 0) {
       for (size_t t = 0; t < tensors.size(); ++t) {
+        to_host(t);
         double got = 0, want = 0;
         int64_t bad = verify(buffers[t], *dtype, size, t, tensors[t].elements, &got, &want);
         if (bad >= 0) {
@@ -226,6 +270,9 @@ int main(int argc, char** argv) {
     }
   }
   ranktime::shutdown();
+#if RANKTIME_WITH_CUDA
+  for (void* p : device_buffers) cudaFree(p);
+#endif
   if (rank == 0 && !step_ms.empty()) {
     std::vector<double> sorted = step_ms;
     std::sort(sorted.begin(), sorted.end());

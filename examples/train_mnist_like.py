@@ -27,7 +27,7 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32, help="samples per rank per step")
     parser.add_argument("--samples", type=int, default=4096, help="training set size (all ranks)")
-    parser.add_argument("--lr", type=float, default=0.02, help="learning rate (scaled by size)")
+    parser.add_argument("--lr", type=float, default=0.01, help="learning rate (scaled by size)")
     parser.add_argument("--model", choices=["cnn", "mlp"], default="cnn")
     parser.add_argument("--slow-rank", type=int, default=-1, help="rank that is late every step")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="how late the slow rank is")
@@ -62,9 +62,9 @@ class MLP(nn.Module):
 def synthetic_mnist(samples, seed):
     """The same (images, labels) on every rank: noisy copies of 10 random class prototypes."""
     generator = torch.Generator().manual_seed(seed)
-    prototypes = torch.rand(10, 1, 28, 28, generator=generator)
+    prototypes = torch.randn(10, 1, 28, 28, generator=generator)
     labels = torch.randint(0, 10, (samples,), generator=generator)
-    images = prototypes[labels] + 0.5 * torch.randn(samples, 1, 28, 28, generator=generator)
+    images = prototypes[labels] + 2.0 * torch.randn(samples, 1, 28, 28, generator=generator)
     return images, labels
 
 

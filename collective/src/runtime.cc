@@ -75,8 +75,16 @@ std::string check_view(const TensorView& v) {
            "-byte dtype " + dtype_name(v.dtype);
   }
   if (v.device != kCpuDevice) {
+#if RANKTIME_WITH_CUDA
+    static const bool has_gpu = gpu::GpuBackend::device_available();
+    if (!has_gpu || v.device < 0) {
+      return "device tensor (device " + std::to_string(v.device) +
+             ") but no CUDA device is available on this host";
+    }
+#else
     return "device tensors (device " + std::to_string(v.device) +
            ") need ranktime's GPU path, which this build does not have";
+#endif
   }
   return "";
 }
@@ -113,6 +121,17 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
                        .count();
 
   backend_ = std::make_unique<MpiBackend>(data_, &clock_);
+#if RANKTIME_WITH_CUDA
+  if (gpu::GpuBackend::device_available()) {
+    gpu_ = std::make_unique<gpu::GpuBackend>(data_, &clock_, config_, [this] {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        gpu_woken_ = true;
+      }
+      cv_.notify_one();
+    });
+  }
+#endif
   timeline_ = std::make_unique<TimelineRecorder>(rank_, size_);
   if (rank_ == 0) {
     coordinator_ = std::make_unique<Coordinator>(size_, &timeline_->strings());
@@ -144,6 +163,9 @@ Runtime::~Runtime() {
   shutdown();
   int finalized = 0;
   MPI_Finalized(&finalized);
+#if RANKTIME_WITH_CUDA
+  gpu_.reset();
+#endif
   if (!finalized) {
     backend_.reset();
     MPI_Comm_free(&control_);
@@ -276,6 +298,7 @@ void Runtime::loop() {
   const std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
   while (!finished_) {
     bool progressed = rank_ == 0 ? coordinator_step() : worker_step();
+    progressed = deliver_gpu_completions() || progressed;
     if (finished_) break;
     auto now = std::chrono::steady_clock::now();
     if (progressed) {
@@ -293,14 +316,22 @@ void Runtime::loop() {
 }
 
 bool Runtime::busy() const {
+  bool gpu_pending = false;
+#if RANKTIME_WITH_CUDA
+  gpu_pending = gpu_ && gpu_->pending() > 0;
+#endif
   return !in_flight_.empty() || (coordinator_ && coordinator_->pending() > 0) ||
-         timeline_->outbox_size() > 0;
+         timeline_->outbox_size() > 0 || gpu_pending;
 }
 
 void Runtime::wait_for_work(std::chrono::nanoseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait_for(lock, timeout, [&] {
-    return !submitted_.empty() || (shutdown_requested_ && !shutdown_announced_);
+    bool gpu_woken = false;
+#if RANKTIME_WITH_CUDA
+    gpu_woken = gpu_woken_;
+#endif
+    return !submitted_.empty() || (shutdown_requested_ && !shutdown_announced_) || gpu_woken;
   });
 }
 
@@ -639,6 +670,12 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
       continue;
     }
     Status status;
+#if RANKTIME_WITH_CUDA
+    if (r.error.empty() && r.device != kCpuDevice && gpu_) {
+      gpu_->enqueue(r, entries_scratch_, arrival_ns);  // completes later, on the GPU's terms
+      continue;
+    }
+#endif
     if (r.error.empty()) {
       const int64_t start = clock_.now_ns();
       status = backend_->execute(r, entries_scratch_, &phase_log_);
@@ -672,12 +709,14 @@ void Runtime::execute_control(const Response& response, const std::vector<Tensor
     } else {
       timeline_->start("", response.flags & 1, timeline_all_ranks_, {});
     }
-  } else if (rank_ == 0) {
-    // Other ranks send their last records with the acknowledgement; close after they are in.
-    await_workers(timeline_acks_, ++timeline_stops_, kFinalMessageTimeoutS, "timeline records");
-    timeline_->stop();
   } else {
-    send_worker_message({}, false, true);
+    drain_gpu();  // GPU work before the stop belongs in this file
+    if (rank_ == 0) {
+      // Other ranks send their last records with the acknowledgement; close after they are in.
+      await_workers(timeline_acks_, ++timeline_stops_, kFinalMessageTimeoutS, "timeline records");
+    } else {
+      send_worker_message({}, false, true);
+    }
     timeline_->stop();
   }
   for (TensorEntry* e : entries) complete(e, status);
@@ -695,7 +734,38 @@ void Runtime::complete(TensorEntry* entry, const Status& status) {
   handle->complete(status);
 }
 
+bool Runtime::deliver_gpu_completions(bool force) {
+#if RANKTIME_WITH_CUDA
+  if (!gpu_) return false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!gpu_woken_ && !force) return false;
+    gpu_woken_ = false;
+  }
+  gpu_done_.clear();
+  gpu_->take_completions(&gpu_done_);
+  for (gpu::GpuCompletion& c : gpu_done_) {
+    timeline_->processed(c.response, c.entries, c.arrival_ns, c.start_ns, c.end_ns, c.log, c.status,
+                         &c.entry_logs);
+    for (TensorEntry* e : c.entries) complete(e, c.status);
+  }
+  return !gpu_done_.empty();
+#else
+  (void)force;
+  return false;
+#endif
+}
+
+void Runtime::drain_gpu() {
+#if RANKTIME_WITH_CUDA
+  if (!gpu_) return;
+  gpu_->drain();
+  deliver_gpu_completions(true);
+#endif
+}
+
 void Runtime::fail_everything(const std::string& reason) {
+  drain_gpu();
   std::vector<std::unique_ptr<TensorEntry>> submitted;
   {
     std::lock_guard<std::mutex> lock(mutex_);

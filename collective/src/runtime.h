@@ -28,6 +28,9 @@
 #include "mpi_backend.h"
 #include "tensor_entry.h"
 #include "timeline_recorder.h"
+#if RANKTIME_WITH_CUDA
+#include "gpu/gpu_backend.h"
+#endif
 
 namespace ranktime {
 
@@ -76,6 +79,10 @@ class Runtime {
   void await_workers(const std::vector<int64_t>& counts, int64_t target, double timeout_s,
                      const char* what);
   void reap_sends(bool wait);
+  // Records and completes what the GPU backend finished; `force` takes them even without a wake.
+  bool deliver_gpu_completions(bool force = false);
+  // Waits for all GPU work in flight and delivers it (before entries die or the file closes).
+  void drain_gpu();
 
   // Start-up.
   void sync_clocks();
@@ -135,6 +142,11 @@ class Runtime {
   std::vector<TensorEntry*> entries_scratch_;
   PhaseLog phase_log_;
   bool finished_ = false;
+#if RANKTIME_WITH_CUDA
+  std::unique_ptr<gpu::GpuBackend> gpu_;  // device tensors; null when this host has no GPU
+  bool gpu_woken_ = false;                // guarded by mutex_: completions are waiting
+  std::vector<gpu::GpuCompletion> gpu_done_;
+#endif
   std::thread thread_;
 };
 

@@ -170,7 +170,8 @@ void TimelineRecorder::counter(const char* name, int series, double value, int64
 
 void TimelineRecorder::processed(const Response& response, const std::vector<TensorEntry*>& entries,
                                  int64_t arrival_ns, int64_t start_ns, int64_t end_ns,
-                                 const PhaseLog& log, const Status& status) {
+                                 const PhaseLog& log, const Status& status,
+                                 const std::vector<PhaseLog>* entry_logs) {
   if (!lanes_on()) return;
   const uint32_t error = status.ok() ? 0 : strings_.intern(status.message());
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -196,7 +197,8 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
     span.ts_ns = arrival_ns;
     span.end_ns = start_ns;
     emit(span);
-    for (const PhaseLog::Span& s : log.spans) {
+    const PhaseLog& lane = entry_logs && i < entry_logs->size() ? (*entry_logs)[i] : log;
+    for (const PhaseLog::Span& s : lane.spans) {
       span.phase = s.phase;
       span.ts_ns = s.begin_ns;
       span.end_ns = s.end_ns;

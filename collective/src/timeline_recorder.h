@@ -40,10 +40,11 @@ class TimelineRecorder {
   // Rank 0: one sample of counter track `name`, series `series` (written as "rank <series>").
   void counter(const char* name, int series, double value, int64_t now_ns);
   // This rank executed `response` for `entries`: the response arrived at `arrival_ns`,
-  // execution ran from the first span of `log` to `end_ns`.
+  // execution ran from `start_ns` to `end_ns` with the sub-phases in `log` (or, per tensor, in
+  // (*entry_logs)[i] when the GPU path timed tensors of a batch apart).
   void processed(const Response& response, const std::vector<TensorEntry*>& entries,
                  int64_t arrival_ns, int64_t start_ns, int64_t end_ns, const PhaseLog& log,
-                 const Status& status);
+                 const Status& status, const std::vector<PhaseLog>* entry_logs = nullptr);
   // Rank 0: records shipped by another rank, converted to rank 0's clock with `offset`.
   void ingest(const std::vector<timeline::Record>& records, const OffsetEstimator& offset);
   // Other ranks: the records recorded since the last call.

@@ -1,0 +1,206 @@
+// The extension module ranktime._core: the C++ API of ranktime.h as Python sees it. The Python
+// package on top of it (bindings/ranktime/) adds default names, output allocation and torch.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "ranktime/ranktime.h"
+#include "tensor_import.h"
+
+namespace ranktime::python {
+namespace {
+
+void ThrowIfFailed(const Status& status) {
+  if (!status.ok()) throw Error(status.message());
+}
+
+// One submitted operation: the runtime's handle and the caller's tensor, whose memory the
+// runtime reads and writes until the handle completes.
+class Operation {
+ public:
+  Operation(Handle handle, ImportedTensor tensor, py::object keep_alive)
+      : handle_(std::move(handle)),
+        tensor_(std::move(tensor)),
+        keep_alive_(std::move(keep_alive)) {}
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  // Dropping an operation early must not free memory the runtime is still using.
+  ~Operation() {
+    if (handle_.valid() && !handle_.ready()) {
+      py::gil_scoped_release release;
+      handle_.wait();
+    }
+  }
+
+  void Wait() const {
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = handle_.wait();
+    }
+    ThrowIfFailed(status);
+  }
+
+  bool Done() const { return handle_.ready(); }
+
+  std::vector<int64_t> OutputShape() const {
+    Wait();
+    return handle_.output_shape();
+  }
+
+  // Allgather: copies the gathered bytes into `destination`, a contiguous host tensor of the
+  // input's dtype and output_shape() that the caller allocated in its own framework.
+  void CopyOutputInto(py::handle destination) const {
+    Wait();
+    ImportedTensor out = ImportedTensor::FromObject(destination, /*writable=*/true);
+    const auto& bytes = handle_.output();
+    const TensorView& view = out.view();
+    if (view.device != kCpuDevice || view.dtype != tensor_.view().dtype ||
+        view.num_bytes() != bytes.size()) {
+      throw py::value_error("ranktime: allgather output buffer does not match the result (" +
+                            std::to_string(bytes.size()) + " bytes of " +
+                            dtype_name(tensor_.view().dtype) + " in host memory expected)");
+    }
+    py::gil_scoped_release release;
+    if (!bytes.empty()) std::memcpy(view.data, bytes.data(), bytes.size());
+  }
+
+ private:
+  Handle handle_;
+  ImportedTensor tensor_;
+  py::object keep_alive_;  // e.g. the CUDA event named in the TensorView
+};
+
+TensorView WithReadyEvent(TensorView view, uintptr_t ready_event) {
+  view.ready_event = reinterpret_cast<void*>(ready_event);
+  return view;
+}
+
+}  // namespace
+}  // namespace ranktime::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace ranktime;
+  using namespace ranktime::python;
+
+  m.doc() = "ranktime's C++ runtime; use the `ranktime` package rather than this module.";
+
+  py::register_exception<Error>(m, "RanktimeError", PyExc_RuntimeError);
+
+  py::enum_<ReduceOp>(m, "ReduceOp", "Reduction applied by allreduce.")
+      .value("Sum", ReduceOp::kSum)
+      .value("Average", ReduceOp::kAverage)
+      .value("Min", ReduceOp::kMin)
+      .value("Max", ReduceOp::kMax)
+      .value("Product", ReduceOp::kProduct)
+      .export_values();
+
+  // Collective calls block on other ranks: they release the GIL so other threads keep running.
+  m.def("init", [] {
+    py::gil_scoped_release release;
+    init();
+  });
+  m.def("shutdown", [] {
+    py::gil_scoped_release release;
+    shutdown();
+  });
+  m.def("is_initialized", &is_initialized);
+  m.def("rank", &rank);
+  m.def("size", &size);
+  m.def("local_rank", &local_rank);
+  m.def("local_size", &local_size);
+  m.def("barrier", [] {
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = barrier();
+    }
+    ThrowIfFailed(status);
+  });
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        Status status;
+        {
+          py::gil_scoped_release release;
+          status = start_timeline(path, mark_cycles);
+        }
+        ThrowIfFailed(status);
+      },
+      py::arg("path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] {
+    Status status;
+    {
+      py::gil_scoped_release release;
+      status = stop_timeline();
+    }
+    ThrowIfFailed(status);
+  });
+
+  py::class_<RankLateness>(m, "RankLateness",
+                           "How late one rank was behind the first rank to become ready.")
+      .def_readonly("rank", &RankLateness::rank)
+      .def_readonly("hostname", &RankLateness::hostname)
+      .def_readonly("negotiations", &RankLateness::negotiations, "since start")
+      .def_readonly("times_last", &RankLateness::times_last,
+                    "negotiations since start in which this rank was the last to be ready")
+      .def_readonly("window", &RankLateness::window, "negotiations in the sliding window")
+      .def_readonly("window_times_last", &RankLateness::window_times_last)
+      .def_readonly("mean_lag_us", &RankLateness::mean_lag_us, "over the window")
+      .def_readonly("median_lag_us", &RankLateness::median_lag_us, "over the window")
+      .def_readonly("p95_lag_us", &RankLateness::p95_lag_us, "over the window")
+      .def_readonly("max_lag_us", &RankLateness::max_lag_us, "over the window")
+      .def("__repr__", [](const RankLateness& l) {
+        return "<ranktime.RankLateness rank " + std::to_string(l.rank) + " last in " +
+               std::to_string(l.times_last) + " of " + std::to_string(l.negotiations) +
+               ", median lag " + std::to_string(l.median_lag_us) + " us>";
+      });
+  m.def("lateness", &lateness,
+        "Per-rank lateness statistics as rank 0 holds them; an empty list on other ranks.");
+
+  py::class_<Operation>(m, "Operation", "A submitted collective; keeps its tensor alive.")
+      .def("wait", &Operation::Wait, "Blocks until completion; raises RanktimeError on failure.")
+      .def("done", &Operation::Done)
+      .def("output_shape", &Operation::OutputShape)
+      .def("copy_output_into", &Operation::CopyOutputInto, py::arg("destination"));
+
+  // `ready_event`: a cudaEvent_t (as an integer) recorded after the producer of a device tensor;
+  // `keep_alive`: whatever owns it. Both stay alive with the operation.
+  m.def(
+      "allreduce_async",
+      [](py::handle tensor, const std::string& name, ReduceOp op, uintptr_t ready_event,
+         py::object keep_alive) {
+        ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/true);
+        Handle handle = allreduce_async(WithReadyEvent(imported.view(), ready_event), name, op);
+        return std::make_unique<Operation>(std::move(handle), std::move(imported),
+                                           std::move(keep_alive));
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("op") = ReduceOp::kSum,
+      py::arg("ready_event") = 0, py::arg("keep_alive") = py::none());
+  m.def(
+      "allgather_async",
+      [](py::handle tensor, const std::string& name, uintptr_t ready_event, py::object keep_alive) {
+        ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/false);
+        Handle handle = allgather_async(WithReadyEvent(imported.view(), ready_event), name);
+        return std::make_unique<Operation>(std::move(handle), std::move(imported),
+                                           std::move(keep_alive));
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("ready_event") = 0,
+      py::arg("keep_alive") = py::none());
+  m.def(
+      "broadcast_async",
+      [](py::handle tensor, int root_rank, const std::string& name, uintptr_t ready_event,
+         py::object keep_alive) {
+        ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/true);
+        Handle handle =
+            broadcast_async(WithReadyEvent(imported.view(), ready_event), root_rank, name);
+        return std::make_unique<Operation>(std::move(handle), std::move(imported),
+                                           std::move(keep_alive));
+      },
+      py::arg("tensor"), py::arg("root_rank"), py::arg("name"), py::arg("ready_event") = 0,
+      py::arg("keep_alive") = py::none());
+}

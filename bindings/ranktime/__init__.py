@@ -1,0 +1,53 @@
+"""ranktime: Horovod-style collectives (allreduce, allgather, broadcast) with a distributed
+timeline, for NumPy arrays and PyTorch tensors.
+
+    import ranktime
+    ranktime.init()
+    total = ranktime.allreduce(x, op=ranktime.Sum)
+
+Run under ``ranktime run -np N python3 script.py`` (or mpirun). See docs/python.md.
+"""
+
+import atexit as _atexit
+
+from . import _core
+from ._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_,
+                           allreduce_async, allreduce_async_, broadcast, broadcast_,
+                           broadcast_async, broadcast_async_, poll, synchronize)
+from ._core import (Average, Max, Min, Product, RankLateness, RanktimeError, ReduceOp, Sum,
+                    is_initialized, lateness, local_rank, local_size, rank, shutdown, size)
+from ._timeline import start_timeline, stop_timeline, timeline
+
+RanktimeError.__module__ = "ranktime"
+RankLateness.__module__ = "ranktime"
+__version__ = "0.1.0"
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "allgather", "allgather_async",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+    "synchronize", "poll", "barrier", "Handle", "RanktimeError",
+    "ReduceOp", "Sum", "Average", "Min", "Max", "Product",
+    "start_timeline", "stop_timeline", "timeline", "lateness", "RankLateness",
+]
+
+
+def init():
+    """Starts the runtime on every rank (collective); initialises MPI if nobody has.
+
+    Raises RanktimeError naming the variable and value when the environment is malformed.
+    """
+    _core.init()
+
+
+def barrier():
+    """Blocks until every rank has called barrier()."""
+    _core.barrier()
+
+
+@_atexit.register
+def _shutdown_at_exit():
+    # Leaving without shutdown() would leave the background thread and MPI running.
+    if _core.is_initialized():
+        _core.shutdown()

@@ -1,0 +1,213 @@
+"""allreduce, allgather and broadcast on the caller's tensors, and the handles they return.
+
+Every operation is asynchronous underneath: the ``*_async`` forms return a Handle at once, the
+plain forms wait for it. The runtime works in place on contiguous memory, so out-of-place forms
+reduce or receive into a fresh contiguous copy, and in-place forms on a non-contiguous tensor work
+on a contiguous copy that is written back when the handle completes.
+"""
+
+from . import _core, _names, _tensors
+
+Average = _core.Average
+
+
+class Handle:
+    """A pending collective. ``wait()`` returns its result; ``done()`` says whether it completed.
+
+    Waiting releases the GIL. A failed operation raises RanktimeError with the runtime's message,
+    from every ``wait()`` on the handle. Dropping a pending handle blocks until the operation
+    completes, since the runtime may still be using the tensor's memory.
+    """
+
+    __slots__ = ("name", "_operation", "_finish", "_result", "_error", "_name_token")
+
+    def __init__(self, name, operation, finish, name_token):
+        self.name = name  # the tensor's name in the runtime and the timeline
+        self._operation = operation
+        self._finish = finish
+        self._result = None
+        self._error = None
+        self._name_token = name_token
+
+    def done(self):
+        """True once the operation has completed, successfully or not. Never blocks."""
+        operation = self._operation
+        return operation is None or operation.done()
+
+    def wait(self):
+        """Blocks until the operation completes; returns its output or raises RanktimeError."""
+        operation = self._operation
+        if operation is not None:
+            try:
+                operation.wait()
+                self._result = self._finish(operation)
+            except Exception as error:
+                self._error = error
+                raise
+            finally:
+                self._operation = None  # the runtime is done with the tensor: let it go
+                self._finish = None
+                self._release_name()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def _release_name(self):
+        if self._name_token is not None:
+            _names.release(self._name_token)
+            self._name_token = None
+
+    def __del__(self):
+        self._operation = None  # waits for a pending operation (see ranktime._core.Operation)
+        try:
+            self._release_name()
+        except Exception:  # interpreter shutdown: the name table may already be gone
+            pass
+
+    def __repr__(self):
+        state = "done" if self.done() else "pending"
+        return "<ranktime.Handle %s %s>" % (self.name, state)
+
+
+def synchronize(handle):
+    """Waits for `handle` and returns the operation's output (Horovod's spelling)."""
+    return handle.wait()
+
+
+def poll(handle):
+    """True if `handle` has completed (Horovod's spelling of handle.done())."""
+    return handle.done()
+
+
+def _submit(kind, name, start, framework, buffer, finish):
+    if name is None:
+        full_name, token = _names.acquire(kind)
+    elif isinstance(name, str):
+        full_name, token = "%s.%s" % (kind, name), None
+    else:
+        raise TypeError("ranktime: name must be a str or None, got %s" % type(name).__name__)
+    try:
+        exported, ready_event, keep_alive = framework.export(buffer)
+        operation = start(exported, full_name, ready_event, keep_alive)
+    except BaseException:
+        if token is not None:
+            _names.release(token)
+        raise
+    return Handle(full_name, operation, finish, token)
+
+
+def _in_place(framework, tensor):
+    """(contiguous buffer the runtime works on, tensor to copy it back into or None)."""
+    if framework.is_contiguous(tensor):
+        return tensor, None
+    framework.check_writable(tensor)
+    return framework.copy(tensor), tensor
+
+
+def _check_op(op):
+    if not isinstance(op, _core.ReduceOp):
+        raise TypeError("ranktime: op must be ranktime.Sum, Average, Min, Max or Product, got %r"
+                        % (op,))
+
+
+# --- allreduce ---------------------------------------------------------------------------------
+
+def allreduce_async(tensor, name=None, op=Average):
+    """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle."""
+    _check_op(op)
+    framework, x = _tensors.classify(tensor)
+    buffer = framework.copy(x)
+    return _submit("allreduce", name,
+                   lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k),
+                   framework, buffer, lambda operation: buffer)
+
+
+def allreduce_async_(tensor, name=None, op=Average):
+    """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
+    _check_op(op)
+    framework, x = _tensors.classify(tensor)
+    buffer, write_back = _in_place(framework, x)
+
+    def finish(operation):
+        if write_back is not None:
+            framework.copy_into(write_back, buffer)
+        return tensor
+
+    return _submit("allreduce", name,
+                   lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k),
+                   framework, buffer, finish)
+
+
+def allreduce(tensor, name=None, op=Average):
+    """Returns the reduction (default: the average) of `tensor` over all ranks, as a new tensor.
+
+    Average on integer types is the sum divided by size(), truncated toward zero.
+    """
+    return allreduce_async(tensor, name, op).wait()
+
+
+def allreduce_(tensor, name=None, op=Average):
+    """Reduces `tensor` over all ranks in place and returns it."""
+    return allreduce_async_(tensor, name, op).wait()
+
+
+# --- allgather ---------------------------------------------------------------------------------
+
+def allgather_async(tensor, name=None):
+    """Starts concatenating every rank's `tensor` along dimension 0; returns a Handle.
+
+    Dimension 0 may differ between ranks; the others must agree.
+    """
+    framework, x = _tensors.classify(tensor)
+    if len(x.shape) == 0:
+        raise ValueError("ranktime: allgather needs a tensor with at least one dimension (it "
+                         "concatenates along dimension 0); reshape scalars to [1]")
+    source = framework.contiguous(x)
+
+    def finish(operation):
+        output = framework.empty_like_on_host(source, operation.output_shape())
+        operation.copy_output_into(output)
+        return framework.to_device_of(output, source)
+
+    return _submit("allgather", name, _core.allgather_async, framework, source, finish)
+
+
+def allgather(tensor, name=None):
+    """Returns every rank's `tensor` concatenated along dimension 0, in rank order."""
+    return allgather_async(tensor, name).wait()
+
+
+# --- broadcast ---------------------------------------------------------------------------------
+
+def broadcast_async(tensor, root_rank, name=None):
+    """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle."""
+    framework, x = _tensors.classify(tensor)
+    buffer = framework.copy(x)
+    return _submit("broadcast", name,
+                   lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k),
+                   framework, buffer, lambda operation: buffer)
+
+
+def broadcast_async_(tensor, root_rank, name=None):
+    """Starts overwriting `tensor` with root_rank's in place; the handle's result is `tensor`."""
+    framework, x = _tensors.classify(tensor)
+    buffer, write_back = _in_place(framework, x)
+
+    def finish(operation):
+        if write_back is not None:
+            framework.copy_into(write_back, buffer)
+        return tensor
+
+    return _submit("broadcast", name,
+                   lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k),
+                   framework, buffer, finish)
+
+
+def broadcast(tensor, root_rank, name=None):
+    """Returns root_rank's `tensor` on every rank, as a new tensor."""
+    return broadcast_async(tensor, root_rank, name).wait()
+
+
+def broadcast_(tensor, root_rank, name=None):
+    """Overwrites `tensor` with root_rank's in place and returns it."""
+    return broadcast_async_(tensor, root_rank, name).wait()

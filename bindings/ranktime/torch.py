@@ -1,0 +1,256 @@
+"""PyTorch data parallelism on ranktime: DistributedOptimizer, broadcast_parameters,
+broadcast_optimizer_state and broadcast_object.
+
+    opt = ranktime.torch.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    ranktime.torch.broadcast_parameters(model.state_dict(), root_rank=0)
+    ranktime.torch.broadcast_optimizer_state(opt, root_rank=0)
+
+Each gradient's allreduce starts from a hook as soon as backward has produced it and is named
+after its parameter (``allreduce.layer1.0.conv1.weight`` in the timeline); step() waits for them
+all, then applies the update.
+"""
+
+import contextlib
+import io
+import pickle
+
+import numpy as np
+import torch
+
+from . import _collectives
+from ._core import Average
+
+__all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
+           "broadcast_object"]
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    """Mixed into the wrapped optimizer's own class by DistributedOptimizer(); see there."""
+
+    def __init__(self, params, named_parameters, op, backward_passes_per_step):
+        super(self.__class__, self).__init__(params)
+        self._op = op
+        self._backward_passes_per_step = backward_passes_per_step
+        self._parameters = [p for group in self.param_groups for p in group["params"]
+                            if p.requires_grad]
+        self._names = _parameter_names(self.param_groups, named_parameters)
+        self._handles = {}  # parameter -> Handle of its gradient's allreduce, this step
+        self._passes_left = {p: backward_passes_per_step for p in self._parameters}
+        self._synchronized = False
+        self._skip_synchronize = False
+        self._grad_accumulators = []  # the hooks live as long as these nodes
+        for p in self._parameters:
+            # The AccumulateGrad node runs when p.grad is complete for this backward pass.
+            accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
+            accumulator.register_hook(self._make_hook(p))
+            self._grad_accumulators.append(accumulator)
+
+    def _make_hook(self, p):
+        def hook(*unused):
+            if p in self._handles and self._passes_left[p] <= 0:
+                raise AssertionError(
+                    "ranktime: the gradient of %s was computed more than "
+                    "backward_passes_per_step=%d times before step(); raise "
+                    "backward_passes_per_step to accumulate gradients locally"
+                    % (self._names[p], self._backward_passes_per_step))
+            self._passes_left[p] -= 1
+            if self._passes_left[p] == 0:
+                self._handles[p] = self._allreduce_gradient(p)
+        return hook
+
+    def _allreduce_gradient(self, p):
+        return _collectives.allreduce_async_(p.grad, name=self._names[p], op=self._op)
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce. Parameters whose hook did not run this step
+        (unused in the forward pass) are reduced now, with zeros if they have no gradient, so
+        that every rank submits the same tensors."""
+        for p in self._parameters:
+            if p not in self._handles:
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                self._handles[p] = self._allreduce_gradient(p)
+        try:
+            for handle in self._handles.values():
+                handle.wait()
+        finally:
+            self._handles.clear()
+            for p in self._parameters:
+                self._passes_left[p] = self._backward_passes_per_step
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """For ``opt.synchronize(); clip(...); with opt.skip_synchronize(): opt.step()``."""
+        self._skip_synchronize = True
+        try:
+            yield
+        finally:
+            self._skip_synchronize = False
+
+    def step(self, closure=None):
+        if not self._synchronized and not self._skip_synchronize:
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=False):
+        if self._handles:
+            raise AssertionError(
+                "ranktime: optimizer.zero_grad() was called after loss.backward() but before "
+                "optimizer.step() or optimizer.synchronize(); the gradients are being reduced")
+        return super(self.__class__, self).zero_grad(set_to_none)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, op=Average,
+                         backward_passes_per_step=1):
+    """Wraps `optimizer` so that gradients are reduced (default: averaged) over all ranks.
+
+    The result is an instance of the optimizer's own class (so LR schedulers and isinstance work)
+    with the same parameter groups and state. Each gradient's allreduce starts from a hook as soon
+    as backward has produced it; step() waits for all of them and then updates.
+
+    named_parameters: ``model.named_parameters()``; names the tensors ``allreduce.<name>``, which
+        is what the timeline shows. Without it gradients are named ``allreduce.noname.<i>`` in
+        parameter-group order.
+    op: ranktime.Average (default) or ranktime.Sum.
+    backward_passes_per_step: local backward passes accumulated before each reduction.
+    """
+    if backward_passes_per_step < 1:
+        raise ValueError("ranktime: backward_passes_per_step must be at least 1")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    distributed = cls(optimizer.param_groups, named_parameters, op, backward_passes_per_step)
+    distributed.load_state_dict(optimizer.state_dict())
+    return distributed
+
+
+def _parameter_names(param_groups, named_parameters):
+    params = [p for group in param_groups for p in group["params"]]
+    if named_parameters is None:
+        return {p: "noname.%d" % i for i, p in enumerate(params)}
+    named_parameters = list(named_parameters)
+    if any(not isinstance(pair, tuple) or len(pair) != 2 for pair in named_parameters):
+        raise ValueError("ranktime: named_parameters must be (name, parameter) pairs, as "
+                         "model.named_parameters() yields")
+    names = {}
+    for name, p in named_parameters:
+        if name in names.values():
+            raise ValueError("ranktime: parameter name %r appears twice in named_parameters"
+                             % name)
+        names.setdefault(p, name)
+    unnamed = [i for i, p in enumerate(params) if p not in names]
+    if unnamed:
+        raise ValueError("ranktime: %d optimizer parameters (indices %s) are not in "
+                         "named_parameters" % (len(unnamed), unnamed[:10]))
+    return names
+
+
+def broadcast_parameters(params, root_rank=0):
+    """Overwrites every rank's tensors with root_rank's, in place.
+
+    params: ``model.state_dict()`` (parameters and buffers) or ``model.named_parameters()``.
+    Tensors are named ``broadcast.<name>``.
+    """
+    items = list(params.items()) if isinstance(params, dict) else list(params)
+    handles = []
+    for name, value in items:
+        if not torch.is_tensor(value):
+            raise ValueError("ranktime: broadcast_parameters expects tensors; %r is a %s"
+                             % (name, type(value).__name__))
+        handles.append(_collectives.broadcast_async_(value.data, root_rank, name=name))
+    for handle in handles:
+        handle.wait()
+
+
+def broadcast_object(obj, root_rank=0, name="object"):
+    """Returns root_rank's `obj` (any picklable object) on every rank.
+
+    Sent as two broadcasts, ``broadcast.<name>.size`` and ``broadcast.<name>.data``.
+    """
+    from . import _core
+    if _core.rank() == root_rank:
+        buffer = io.BytesIO()
+        torch.save(obj, buffer, pickle_protocol=pickle.HIGHEST_PROTOCOL)
+        payload = np.frombuffer(buffer.getbuffer(), dtype=np.uint8).copy()
+        size = np.array([payload.size], dtype=np.int64)
+    else:
+        payload = None
+        size = np.zeros(1, dtype=np.int64)
+    _collectives.broadcast_(size, root_rank, name=name + ".size")
+    if payload is None:
+        payload = np.empty(int(size[0]), dtype=np.uint8)
+    _collectives.broadcast_(payload, root_rank, name=name + ".data")
+    return torch.load(io.BytesIO(payload.tobytes()))
+
+
+class _TensorSlot:
+    """Stands for a tensor in a broadcast state dict: its path, dtype and shape."""
+
+    def __init__(self, path, tensor):
+        self.path = path
+        self.dtype = tensor.dtype
+        self.shape = tuple(tensor.shape)
+
+
+def broadcast_optimizer_state(optimizer, root_rank=0):
+    """Makes every rank's optimizer state (hyper-parameters and per-parameter state, such as
+    momentum buffers) root_rank's.
+
+    The state's structure and scalars travel as one pickled object; its tensors are broadcast
+    one by one as ``broadcast.optimizer.state.<param index>.<key>``. Works whether or not the
+    other ranks' optimizers have taken a step yet.
+    """
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("ranktime: broadcast_optimizer_state does not support LBFGS")
+    state_dict = optimizer.state_dict()
+    tensors = {}
+
+    def strip(value, path):
+        if torch.is_tensor(value):
+            tensors[path] = value
+            return _TensorSlot(path, value)
+        if isinstance(value, dict):
+            return {k: strip(v, "%s.%s" % (path, k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(strip(v, "%s.%d" % (path, i)) for i, v in enumerate(value))
+        return value
+
+    skeleton = broadcast_object(strip(state_dict, "optimizer"), root_rank,
+                                name="optimizer.skeleton")
+
+    # Every rank follows root's skeleton, so ranks without state yet receive it too.
+    slots = []
+
+    def collect(value):
+        if isinstance(value, _TensorSlot):
+            slots.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                collect(v)
+
+    collect(skeleton)
+    received = {}
+    handles = []
+    for slot in slots:
+        local = tensors.get(slot.path)
+        if local is None or local.dtype != slot.dtype or tuple(local.shape) != slot.shape:
+            local = torch.empty(slot.shape, dtype=slot.dtype)
+        received[slot.path] = local
+        handles.append(_collectives.broadcast_async_(local, root_rank, name=slot.path))
+    for handle in handles:
+        handle.wait()
+
+    def fill(value):
+        if isinstance(value, _TensorSlot):
+            return received[value.path]
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(fill(v) for v in value)
+        return value
+
+    optimizer.load_state_dict(fill(skeleton))
