@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# CI jobs (issue 7): an AddressSanitizer + UndefinedBehaviorSanitizer build running the unit and
+# multi-rank tests, and a ThreadSanitizer build running the multi-rank tests of the runtime's
+# threads (background loop, trace writer, signal watcher, user threads).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh >/dev/null  # packages
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+common="-DCMAKE_BUILD_TYPE=Debug -DRANKTIME_BUILD_PYTHON=OFF -DRANKTIME_WITH_CUDA=OFF -DPython_EXECUTABLE=/usr/bin/python3"
+
+# --- ASan + UBSan ---
+A=${ASAN_BUILD_DIR:-build-asan}
+[ -f "$A/build.ninja" ] || cmake -S . -B "$A" -G Ninja $common -DRANKTIME_SANITIZE=address,undefined >/dev/null
+cmake --build "$A" -j "$(nproc)"
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# Tests without MPI run with leak detection on.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ctest --test-dir "$A" --output-on-failure -LE "mpi|large"
+# Multi-rank tests: leak detection off. Open MPI's dlopen'ed components allocate for the life of
+# the process and are unloaded at MPI_Finalize, so their allocations show up as unattributable
+# leaks that no suppression can name. Memory errors and undefined behaviour are still fatal.
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --test-dir "$A" --output-on-failure -L mpi -LE "soak"
+
+# --- TSan ---
+T=${TSAN_BUILD_DIR:-build-tsan}
+[ -f "$T/build.ninja" ] || cmake -S . -B "$T" -G Ninja $common -DRANKTIME_SANITIZE=thread >/dev/null
+cmake --build "$T" --target collectives_test lifecycle_test tl-api-tests fault_injection ranktime-synth -j "$(nproc)"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
+ctest --test-dir "$T" --output-on-failure -R "^(mpi_collectives|mpi_lifecycle|tl_api)"
