@@ -64,10 +64,12 @@ int main(int argc, char** argv) {
   std::string workload = "examples/workloads/resnet50.tsv";
   int reps = 10, latency_reps = 2000;
   double idle_s = 5;
+  bool idle_only = false;
   app.add_option("--workload", workload)->capture_default_str();
   app.add_option("--reps", reps)->capture_default_str();
   app.add_option("--latency-reps", latency_reps)->capture_default_str();
   app.add_option("--idle-seconds", idle_s)->capture_default_str();
+  app.add_flag("--idle-only", idle_only, "measure only the idle CPU (figure 4)");
   CLI11_PARSE(app, argc, argv);
 
   int provided = 0;
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
   say("ranks=%d (processors on this host: %u)\n", size, std::thread::hardware_concurrency());
 
   // 1. One 64 MiB float32 tensor.
-  {
+  if (!idle_only) {
     std::vector<float> a(16 << 20, 1.0f);
     std::vector<double> raw, rt;
     for (int i = 0; i < reps; ++i) {  // interleaved, so drift in machine load hits both alike
@@ -105,7 +107,7 @@ int main(int argc, char** argv) {
   }
 
   // 2. The gradient set: ranktime step vs (a) one raw call per tensor and (b) one pre-packed call.
-  {
+  if (!idle_only) {
     auto tensors = ranktime::examples::read_workload(workload);
     std::vector<std::vector<float>> bufs;
     size_t total = 0;
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
   }
 
   // 3. Latency of a synchronous 1-element allreduce.
-  {
+  if (!idle_only) {
     float x = 1;
     std::vector<double> raw, rt;
     MPI_Barrier(comm);

@@ -436,19 +436,7 @@ void Runtime::reap_sends(bool wait) {
 bool Runtime::coordinator_step() {
   bool progressed = false;
   bool added = false;
-  while (true) {
-    int flag = 0;
-    MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kTagWorker, control_, &flag, &status);
-    if (!flag) break;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    recv_buffer_.resize(count);
-    MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, status.MPI_SOURCE, kTagWorker, control_,
-             MPI_STATUS_IGNORE);
-    handle_worker_message(status.MPI_SOURCE, recv_buffer_.data(), recv_buffer_.size());
-    progressed = added = true;
-  }
+  while (receive_worker_message()) progressed = added = true;
   for (Request& q : take_submitted()) {
     coordinator_->add(0, std::move(q));
     added = true;
@@ -496,6 +484,20 @@ bool Runtime::coordinator_step() {
   return true;
 }
 
+bool Runtime::receive_worker_message() {
+  int flag = 0;
+  MPI_Status status;
+  MPI_Iprobe(MPI_ANY_SOURCE, kTagWorker, control_, &flag, &status);
+  if (!flag) return false;
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  recv_buffer_.resize(count);
+  MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, status.MPI_SOURCE, kTagWorker, control_,
+           MPI_STATUS_IGNORE);
+  handle_worker_message(status.MPI_SOURCE, recv_buffer_.data(), recv_buffer_.size());
+  return true;
+}
+
 void Runtime::handle_worker_message(int source, const uint8_t* data, size_t size) {
   const int64_t now = clock_.now_ns();
   WorkerMessage m;
@@ -527,16 +529,7 @@ void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, 
                         std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
   std::chrono::microseconds sleep(1);
   while (true) {
-    int flag = 0;
-    MPI_Status status;
-    MPI_Iprobe(MPI_ANY_SOURCE, kTagWorker, control_, &flag, &status);
-    if (flag) {
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      recv_buffer_.resize(count);
-      MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, status.MPI_SOURCE, kTagWorker, control_,
-               MPI_STATUS_IGNORE);
-      handle_worker_message(status.MPI_SOURCE, recv_buffer_.data(), recv_buffer_.size());
+    if (receive_worker_message()) {
       sleep = std::chrono::microseconds(1);
       continue;
     }

@@ -69,6 +69,8 @@ class Runtime {
 
   // Moves newly submitted entries into in_flight_; returns their requests.
   std::vector<Request> take_submitted();
+  // Rank 0: receives and handles one waiting worker message; false when none is waiting.
+  bool receive_worker_message();
   void handle_worker_message(int source, const uint8_t* data, size_t size);
   void execute(const ResponseList& list, int64_t arrival_ns);
   void execute_control(const Response& response, const std::vector<TensorEntry*>& entries);

@@ -34,15 +34,17 @@ TEST(Lateness, WindowForgetsOldNegotiations) {
 }
 
 TEST(Lateness, StragglerNeedsShareThresholdAndHalfAWindow) {
+  // Ready times in ns; thresholds in us. Rank 2 is 30 ms late.
   LatenessTracker t(4, 20);
-  for (int i = 0; i < 9; ++i) t.add({0, 0, 30'000, 100});
+  for (int i = 0; i < 9; ++i) t.add({0, 0, 30'000'000, 100'000});
   EXPECT_FALSE(t.straggler(5000, 0.5)) << "window less than half full";
-  t.add({0, 0, 30'000, 100});
+  t.add({0, 0, 30'000'000, 100'000});
   ASSERT_TRUE(t.straggler(5000, 0.5));
   EXPECT_EQ(*t.straggler(5000, 0.5), 2);
   EXPECT_FALSE(t.straggler(40'000, 0.5)) << "median lag below threshold";
-  for (int i = 0; i < 10; ++i) t.add({0, 0, 100, 30'000});  // rank 3 now last half the time
+  for (int i = 0; i < 10; ++i) t.add({0, 0, 100'000, 30'000'000});  // rank 3 last half the time
   EXPECT_FALSE(t.straggler(5000, 0.6));
+  EXPECT_EQ(t.straggler(5000, 0.5).value_or(-1), 2) << "ties go to the lower rank";
 }
 
 }  // namespace

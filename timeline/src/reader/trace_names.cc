@@ -3,28 +3,31 @@
 
 #include <array>
 
+#include "ranktime/timeline/record.h"
+
 namespace ranktime::timeline {
 namespace {
 
-constexpr std::array<std::string_view, 4> kOperations = {"ALLREDUCE", "ALLGATHER", "BROADCAST",
-                                                         "BARRIER"};
-// In Horovod's order: the order tables list them in.
-constexpr std::array<std::string_view, 15> kSubphases = {
-    "QUEUE",
-    "WAIT_FOR_DATA",
-    "WAIT_FOR_OTHER_TENSOR_DATA",
-    "MEMCPY_IN_FUSION_BUFFER",
-    "MEMCPY_IN_HOST_BUFFER",
-    "NCCL_REDUCESCATTER",
-    "NCCL_REDUCE",
-    "MPI_ALLREDUCE",
-    "MPI_ALLGATHER",
-    "MPI_BCAST",
-    "NCCL_ALLREDUCE",
-    "NCCL_ALLGATHER",
-    "NCCL_BCAST",
-    "MEMCPY_OUT_HOST_BUFFER",
-    "MEMCPY_OUT_FUSION_BUFFER",
+// The names themselves come from phase_name(), the writer's single list.
+constexpr std::array<Phase, 4> kOperations = {Phase::kAllreduce, Phase::kAllgather,
+                                              Phase::kBroadcast, Phase::kBarrier};
+// In execution order (hierarchical stages included): the order tables list them in.
+constexpr std::array<Phase, 15> kSubphases = {
+    Phase::kQueue,
+    Phase::kWaitForData,
+    Phase::kWaitForOtherTensorData,
+    Phase::kMemcpyInFusionBuffer,
+    Phase::kMemcpyInHostBuffer,
+    Phase::kNcclReducescatter,
+    Phase::kNcclReduce,
+    Phase::kMpiAllreduce,
+    Phase::kMpiAllgather,
+    Phase::kMpiBcast,
+    Phase::kNcclAllreduce,
+    Phase::kNcclAllgather,
+    Phase::kNcclBcast,
+    Phase::kMemcpyOutHostBuffer,
+    Phase::kMemcpyOutFusionBuffer,
 };
 constexpr std::array<std::string_view, 6> kMetadata = {"process_name", "process_sort_index",
                                                        "thread_name",  "thread_sort_index",
@@ -38,6 +41,14 @@ bool contains(const std::array<std::string_view, N>& list, std::string_view name
   return false;
 }
 
+template <size_t N>
+bool contains(const std::array<Phase, N>& list, std::string_view name) {
+  for (Phase item : list) {
+    if (phase_name(item) == name) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool is_operation_name(std::string_view name) { return contains(kOperations, name); }
@@ -46,8 +57,8 @@ std::string_view negotiation_operation(std::string_view name) {
   constexpr std::string_view kPrefix = "NEGOTIATE_";
   if (name.substr(0, kPrefix.size()) != kPrefix) return {};
   std::string_view op = name.substr(kPrefix.size());
-  for (std::string_view item : kOperations) {
-    if (item == op) return item;
+  for (Phase item : kOperations) {
+    if (phase_name(item) == op) return phase_name(item);
   }
   return {};
 }
@@ -60,7 +71,7 @@ bool is_collective_subphase(std::string_view name) {
 
 int subphase_rank(std::string_view name) {
   for (size_t i = 0; i < kSubphases.size(); ++i) {
-    if (kSubphases[i] == name) return static_cast<int>(i);
+    if (phase_name(kSubphases[i]) == name) return static_cast<int>(i);
   }
   return 1000;
 }
