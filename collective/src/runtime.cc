@@ -2,6 +2,7 @@
 // (see runtime.h for the protocol).
 #include "runtime.h"
 
+#include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -156,10 +157,36 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
     MPI_Bcast(&opened, 1, MPI_INT, 0, control_);
     if (opened && rank_ != 0) timeline_->start("", settings[1], timeline_all_ranks_, {});
   }
+  // When a rank dies, mpirun ends the job by sending SIGTERM to every other rank: say so, and
+  // what was pending, instead of dying silently.
+  timeline::install_signal_flush();
+  signal_callback_ = timeline::add_signal_callback([this](int sig) { report_signal(sig); });
   thread_ = std::thread(&Runtime::loop, this);
 }
 
+void Runtime::report_signal(int sig) {
+  std::string names;
+  size_t pending = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending = names_in_flight_.size();
+    for (const std::string& name : names_in_flight_) {
+      if (names.size() > 200) {
+        names += ", ...";
+        break;
+      }
+      names += (names.empty() ? "'" : ", '") + name + "'";
+    }
+  }
+  RANKTIME_LOG(kError, "received " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " with " << pending
+                                   << " operation(s) pending"
+                                   << (pending ? ": " + names : std::string())
+                                   << " (mpirun sends this to every rank when one rank dies or the "
+                                      "job is cancelled)");
+}
+
 Runtime::~Runtime() {
+  timeline::remove_signal_callback(signal_callback_);
   shutdown();
   int finalized = 0;
   MPI_Finalized(&finalized);

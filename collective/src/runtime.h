@@ -88,6 +88,8 @@ class Runtime {
 
   // Start-up.
   void sync_clocks();
+  // From the signal watcher thread: logs the operations pending when SIGINT/SIGTERM arrived.
+  void report_signal(int sig);
   // Rank 0, at most once a second: stalled tensors, persistent stragglers, lateness counters.
   void inspect(int64_t now_ns);
   void request_shutdown_everywhere(int from_rank, std::string reason);
@@ -144,6 +146,7 @@ class Runtime {
   std::vector<TensorEntry*> entries_scratch_;
   PhaseLog phase_log_;
   bool finished_ = false;
+  int signal_callback_ = 0;  // reports pending operations when the job is signalled
 #if RANKTIME_WITH_CUDA
   std::unique_ptr<gpu::GpuBackend> gpu_;  // device tensors; null when this host has no GPU
   bool gpu_woken_ = false;                // guarded by mutex_: completions are waiting

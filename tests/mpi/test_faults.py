@@ -69,6 +69,9 @@ def test_sigkill_of_one_rank_ends_the_job_and_keeps_the_timeline(ranks, tmp_path
     trace = tmp_path / "kill.json"
     p = run(ranks, "kill", {"TIMELINE_FILENAME": str(trace)}, timeout=90)
     assert p.returncode != 0  # mpirun reports the killed rank and ends the job: no hang
+    # mpirun ends the survivors with SIGTERM: each says so, with what it was waiting for.
+    assert "received SIGTERM with" in p.stderr, p.stderr
+    assert "operation(s) pending" in p.stderr, p.stderr
     text = trace.read_text()
     try:
         events = json.loads(text)

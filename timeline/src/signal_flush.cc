@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "open_writers.h"
@@ -67,6 +69,16 @@ static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_alw
 std::mutex g_install_mutex;
 bool g_installed = false;
 
+struct Callbacks {
+  std::mutex mutex;
+  int next_id = 1;
+  std::vector<std::pair<int, std::function<void(int)>>> list;
+};
+Callbacks& callbacks() {
+  static auto* c = new Callbacks;  // leaked: may run during static destruction
+  return *c;
+}
+
 int signal_index(int sig) {
   for (int i = 0; i < kNumSignals; ++i) {
     if (kSignals[i] == sig) return i;
@@ -115,6 +127,14 @@ void watch_signals() {
   for (;;) {
     if (sem_wait(&g_wakeup) != 0) continue;  // EINTR
     g_flushing.store(true);
+    {
+      Callbacks& c = callbacks();
+      std::lock_guard<std::mutex> lock(c.mutex);
+      for (int i = 0; i < kNumSignals; ++i) {
+        if (g_pending[i].load() == 0) continue;
+        for (auto& [id, callback] : c.list) callback(kSignals[i]);
+      }
+    }
     {
       auto& open = detail::open_writers();
       std::lock_guard<std::mutex> lock(open.mutex);
@@ -165,6 +185,21 @@ void after_fork_in_child() {
 }
 
 }  // namespace
+
+int add_signal_callback(std::function<void(int)> callback) {
+  Callbacks& c = callbacks();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.list.emplace_back(c.next_id, std::move(callback));
+  return c.next_id++;
+}
+
+void remove_signal_callback(int id) {
+  Callbacks& c = callbacks();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.list.erase(
+      std::remove_if(c.list.begin(), c.list.end(), [&](const auto& e) { return e.first == id; }),
+      c.list.end());
+}
 
 void install_signal_flush(std::chrono::milliseconds linger) {
   int64_t ms = linger.count(), current = g_linger_ms.load();

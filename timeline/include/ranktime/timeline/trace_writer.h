@@ -81,4 +81,10 @@ class TraceWriter {
 // first rank die and SIGKILLs the rest. The longest linger asked for holds.
 void install_signal_flush(std::chrono::milliseconds linger = std::chrono::milliseconds(0));
 
+// Runs `callback(signal)` on the signal watcher thread when SIGINT or SIGTERM arrives (after
+// install_signal_flush), before the writers close: e.g. to report what was pending. Returns an id
+// for remove_signal_callback.
+int add_signal_callback(std::function<void(int)> callback);
+void remove_signal_callback(int id);
+
 }  // namespace ranktime::timeline
