@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 B=${BUILD_DIR:-build}
-/usr/bin/python3 tests/soak/check_soak.py "$B/tests/soak/soak" "${RANKS:-8}" "${STEPS:-60}" "${TENSORS:-3000}"
+/usr/bin/python3 tests/soak/check_soak.py "$B/tests/soak/soak" "${RANKS:-8}" "${STEPS:-30}" "${TENSORS:-3000}"
