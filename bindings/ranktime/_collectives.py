@@ -104,6 +104,27 @@ def _in_place(framework, tensor):
     return framework.copy(tensor), tensor
 
 
+def _submit_on_copy(kind, name, start, tensor):
+    """Runs `start` on a copy of `tensor`; the handle's result is the copy."""
+    framework, x = _tensors.classify(tensor)
+    buffer = framework.copy(x)
+    return _submit(kind, name, start, framework, buffer, lambda operation: buffer)
+
+
+def _submit_in_place(kind, name, start, tensor):
+    """Runs `start` on `tensor`'s memory (or on a contiguous copy, written back when the
+    operation completes); the handle's result is `tensor`."""
+    framework, x = _tensors.classify(tensor)
+    buffer, write_back = _in_place(framework, x)
+
+    def finish(operation):
+        if write_back is not None:
+            framework.copy_into(write_back, buffer)
+        return tensor
+
+    return _submit(kind, name, start, framework, buffer, finish)
+
+
 def _check_op(op):
     if not isinstance(op, _core.ReduceOp):
         raise TypeError("ranktime: op must be ranktime.Sum, Average, Min, Max or Product, got %r"
@@ -115,27 +136,15 @@ def _check_op(op):
 def allreduce_async(tensor, name=None, op=Average):
     """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle."""
     _check_op(op)
-    framework, x = _tensors.classify(tensor)
-    buffer = framework.copy(x)
-    return _submit("allreduce", name,
-                   lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k),
-                   framework, buffer, lambda operation: buffer)
+    return _submit_on_copy("allreduce", name,
+                           lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor)
 
 
 def allreduce_async_(tensor, name=None, op=Average):
     """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
     _check_op(op)
-    framework, x = _tensors.classify(tensor)
-    buffer, write_back = _in_place(framework, x)
-
-    def finish(operation):
-        if write_back is not None:
-            framework.copy_into(write_back, buffer)
-        return tensor
-
-    return _submit("allreduce", name,
-                   lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k),
-                   framework, buffer, finish)
+    return _submit_in_place("allreduce", name,
+                            lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor)
 
 
 def allreduce(tensor, name=None, op=Average):
@@ -181,26 +190,15 @@ def allgather(tensor, name=None):
 
 def broadcast_async(tensor, root_rank, name=None):
     """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle."""
-    framework, x = _tensors.classify(tensor)
-    buffer = framework.copy(x)
-    return _submit("broadcast", name,
-                   lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k),
-                   framework, buffer, lambda operation: buffer)
+    return _submit_on_copy("broadcast", name,
+                           lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k), tensor)
 
 
 def broadcast_async_(tensor, root_rank, name=None):
     """Starts overwriting `tensor` with root_rank's in place; the handle's result is `tensor`."""
-    framework, x = _tensors.classify(tensor)
-    buffer, write_back = _in_place(framework, x)
-
-    def finish(operation):
-        if write_back is not None:
-            framework.copy_into(write_back, buffer)
-        return tensor
-
-    return _submit("broadcast", name,
-                   lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k),
-                   framework, buffer, finish)
+    return _submit_in_place("broadcast", name,
+                            lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k),
+                            tensor)
 
 
 def broadcast(tensor, root_rank, name=None):

@@ -108,7 +108,7 @@ size_t TraceSummarizer::SliceKeyHash::operator()(const SliceKey& k) const {
 
 TraceSummarizer::TraceSummarizer(SummaryOptions options) : options_(std::move(options)) {
   for (int r : options_.ranks) {
-    if (r < 0) continue;
+    if (r < 0 || r >= kMaxTraceRanks) continue;
     if (static_cast<size_t>(r) >= rank_selected_.size()) rank_selected_.resize(r + 1, false);
     rank_selected_[r] = true;
   }
@@ -121,7 +121,8 @@ bool TraceSummarizer::in_window(double ts) const {
 }
 
 bool TraceSummarizer::selected(int rank) const {
-  if (options_.ranks.empty()) return rank >= 0;
+  if (rank < 0 || rank >= kMaxTraceRanks) return false;
+  if (options_.ranks.empty()) return true;
   return rank >= 0 && static_cast<size_t>(rank) < rank_selected_.size() && rank_selected_[rank];
 }
 
@@ -160,7 +161,8 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
   const nlohmann::json& args = e.args;
   if (e.name == "ranktime_run") {
     summary_.run.has_run_metadata = true;
-    summary_.run.ranks = static_cast<int>(int_arg(args, "ranks", 0));
+    const int64_t ranks = int_arg(args, "ranks", 0);
+    summary_.run.ranks = ranks > 0 && ranks <= kMaxTraceRanks ? static_cast<int>(ranks) : 0;
     summary_.run.start_time_since_epoch_us = int_arg(args, "start_time_since_epoch_in_micros", 0);
     if (args.is_object() && args.contains("hostnames") && args["hostnames"].is_array()) {
       summary_.run.hostnames.clear();
@@ -213,7 +215,10 @@ void TraceSummarizer::add(const TraceEvent& e) {
     if (e.tid == 0) {
       if (!negotiation_operation(slice.name).empty()) on_negotiation_end(e, slice);
     } else {
-      on_slice_end(e, static_cast<int>(e.tid - 1), slice, stack.empty() ? nullptr : &stack.back());
+      if (e.tid >= 1 && e.tid <= kMaxTraceRanks) {
+        on_slice_end(e, static_cast<int>(e.tid - 1), slice,
+                     stack.empty() ? nullptr : &stack.back());
+      }
     }
     return;
   }

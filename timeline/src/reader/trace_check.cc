@@ -148,6 +148,9 @@ void TraceChecker::on_metadata(const TraceEvent& e) {
     has_run_ = true;
     if (!is_integer(e.args, "ranks") || e.args["ranks"].get<int64_t>() < 1) {
       violation(e, "ranktime_run has no integer \"ranks\" >= 1 in its args");
+    } else if (e.args["ranks"].get<int64_t>() > kMaxTraceRanks) {
+      violation(e, "ranktime_run's \"ranks\" " + std::to_string(e.args["ranks"].get<int64_t>()) +
+                       " is out of range (at most " + std::to_string(kMaxTraceRanks) + ")");
     } else {
       ranks_ = static_cast<int>(e.args["ranks"].get<int64_t>());
     }

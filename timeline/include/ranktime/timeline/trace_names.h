@@ -2,10 +2,16 @@
 // which are operations, negotiations, sub-phases and collectives.
 #pragma once
 
+#include <cstdint>
+
 #include <string>
 #include <string_view>
 
 namespace ranktime::timeline {
+
+// More ranks than any job has: a larger rank count or rank number in a trace is corrupt input,
+// and is never used to size anything.
+inline constexpr int64_t kMaxTraceRanks = int64_t{1} << 20;
 
 // "ALLREDUCE", "ALLGATHER", "BROADCAST", "BARRIER".
 bool is_operation_name(std::string_view name);
