@@ -67,8 +67,9 @@ class TimelineRecorder {
   std::unique_ptr<timeline::TraceWriter> writer_;  // rank 0
   std::vector<timeline::Record> outbox_;           // other ranks
   uint64_t outbox_dropped_ = 0;
-  std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
-  std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
+  std::vector<int64_t> last_negotiation_end_;     // per tensor id: keeps each lane ordered
+  std::vector<std::pair<int64_t, int>> ticks_;    // scratch: (ready time, rank)
+  std::vector<timeline::Record> ingest_scratch_;  // scratch: a shipped batch on rank 0's clock
 };
 
 }  // namespace ranktime
