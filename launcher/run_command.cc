@@ -259,6 +259,9 @@ MpirunPlan plan_mpirun(const RunCommandOptions& o, const std::string& mpirun,
   if (!o.stall_shutdown_s.empty()) {
     plan.rank_env.emplace_back("RANKTIME_STALL_SHUTDOWN_S", o.stall_shutdown_s);
   }
+  if (!o.peer_timeout_s.empty()) {
+    plan.rank_env.emplace_back("RANKTIME_PEER_TIMEOUT_S", o.peer_timeout_s);
+  }
   if (!o.log_level.empty()) plan.rank_env.emplace_back("RANKTIME_LOG_LEVEL", o.log_level);
   for (const auto& [name, value] : plan.rank_env) {
     plan.argv.push_back("-x");
@@ -291,6 +294,9 @@ CLI::App* add_run_command(CLI::App& app, RunCommandOptions* o) {
                   "warn about ranks that have not submitted (RANKTIME_STALL_WARNING_S)");
   cmd->add_option("--stall-check-shutdown-time-seconds", o->stall_shutdown_s,
                   "fail instead of hanging (RANKTIME_STALL_SHUTDOWN_S)");
+  cmd->add_option("--peer-timeout-seconds", o->peer_timeout_s,
+                  "fail every operation when a rank has been silent this long, e.g. died; 0 "
+                  "waits forever (RANKTIME_PEER_TIMEOUT_S)");
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warning or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warning", "error"}));
   cmd->add_option("--mpirun", o->mpirun, "mpirun to use (default: the one on PATH)");
@@ -318,6 +324,7 @@ int run_run(RunCommandOptions& o) {
     validate_number("--cycle-time-ms", o.cycle_time_ms, true);
     validate_number("--stall-check-warning-time-seconds", o.stall_warning_s, true);
     validate_number("--stall-check-shutdown-time-seconds", o.stall_shutdown_s, false);
+    validate_number("--peer-timeout-seconds", o.peer_timeout_s, false);
     if (!o.timeline_filename.empty()) timeline_path = check_timeline_path(o.timeline_filename);
     if (o.command.empty()) {
       throw InputError{"no program to run: ranktime run -np N [options] -- PROGRAM ARGS..."};

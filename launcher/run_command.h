@@ -21,6 +21,7 @@ struct RunCommandOptions {
   std::string cycle_time_ms;
   std::string stall_warning_s;
   std::string stall_shutdown_s;
+  std::string peer_timeout_s;
   std::string log_level;
   std::string mpirun;  // --mpirun PATH
   bool oversubscribe = false;

@@ -1,6 +1,7 @@
 // The public API (ranktime.h): the one process-wide runtime handle and thin wrappers over it.
 #include <mpi.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -13,20 +14,35 @@ namespace {
 std::mutex g_mutex;
 std::unique_ptr<Runtime> g_runtime;
 bool g_we_initialized_mpi = false;
+// A runtime gave up on a peer (RANKTIME_PEER_TIMEOUT_S): MPI would wait for the dead rank in
+// MPI_Finalize or in the next init's communicator set-up, so neither happens.
+std::atomic<bool> g_peer_lost{false};
+
+// Shuts `r` down. A runtime whose background thread is stuck in a collective that will never
+// return is leaked: that thread still uses it.
+void retire(std::unique_ptr<Runtime> r, const std::string& why) {
+  if (!r) return;
+  r->shutdown(why);
+  if (r->peer_lost()) g_peer_lost = true;
+  if (r->hung()) {
+    r.release();
+  } else {
+    r.reset();
+  }
+}
+
+std::unique_ptr<Runtime> take_runtime() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return std::move(g_runtime);
+}
 
 // A process that exits without shutdown() still tells the other ranks (their pending operations
 // fail with a message saying so instead of hanging), and finalises MPI if ranktime started it.
 void shutdown_at_exit() {
-  std::unique_ptr<Runtime> r;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    r = std::move(g_runtime);
-  }
-  if (r) r->shutdown("exited without calling ranktime::shutdown()");
-  r.reset();
+  retire(take_runtime(), "exited without calling ranktime::shutdown()");
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (g_we_initialized_mpi && !finalized) MPI_Finalize();
+  if (g_we_initialized_mpi && !finalized && !g_peer_lost) MPI_Finalize();
 }
 
 Runtime& runtime(const char* caller) {
@@ -69,6 +85,11 @@ void init() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized) throw Error("ranktime::init(): MPI has already been finalized in this process");
+  if (g_peer_lost) {
+    throw Error(
+        "ranktime::init(): an earlier runtime in this process lost a peer rank "
+        "(RANKTIME_PEER_TIMEOUT_S); MPI cannot be used with the remaining ranks again");
+  }
   if (!initialized) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
@@ -91,12 +112,8 @@ void init() {
 }
 
 void shutdown() {
-  std::unique_ptr<Runtime> r;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    r = std::move(g_runtime);
-  }
-  r.reset();  // joins the background thread; MPI stays up so that init() may run again
+  // Joins the background thread; MPI stays up so that init() may run again.
+  retire(take_runtime(), "called shutdown()");
 }
 
 bool is_initialized() {

@@ -86,6 +86,8 @@ Config parse_config(const EnvLookup& lookup) {
     c.stall_warning_s = parse_number("RANKTIME_STALL_WARNING_S", *v, 0, false, "seconds > 0");
   if (auto v = get("RANKTIME_STALL_SHUTDOWN_S"))
     c.stall_shutdown_s = parse_number("RANKTIME_STALL_SHUTDOWN_S", *v, 0, true, "seconds >= 0");
+  if (auto v = get("RANKTIME_PEER_TIMEOUT_S"))
+    c.peer_timeout_s = parse_number("RANKTIME_PEER_TIMEOUT_S", *v, 0, true, "seconds >= 0");
   if (auto v = get("RANKTIME_STRAGGLER_THRESHOLD_MS")) {
     c.straggler_threshold_ms =
         parse_number("RANKTIME_STRAGGLER_THRESHOLD_MS", *v, 0, true, "milliseconds >= 0");
@@ -126,6 +128,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
           {"RANKTIME_CYCLE_TIME_MS", num(cycle_time_ms)},
           {"RANKTIME_STALL_WARNING_S", num(stall_warning_s)},
           {"RANKTIME_STALL_SHUTDOWN_S", num(stall_shutdown_s)},
+          {"RANKTIME_PEER_TIMEOUT_S", num(peer_timeout_s)},
           {"RANKTIME_STRAGGLER_THRESHOLD_MS", num(straggler_threshold_ms)},
           {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", num(straggler_warning_interval_s)},
           {"RANKTIME_LOG_LEVEL", log_level_name(log_level)},

@@ -33,6 +33,10 @@ struct Config {
   // RANKTIME_STALL_WARNING_S / RANKTIME_STALL_SHUTDOWN_S (0 = never shut down).
   double stall_warning_s = 60.0;
   double stall_shutdown_s = 0.0;
+  // RANKTIME_PEER_TIMEOUT_S: a rank that has heard nothing from a peer it waits on for this long
+  // (heartbeats go every second), or whose collective has not returned for this long, declares
+  // that peer lost and fails every pending and future operation (0 = wait forever).
+  double peer_timeout_s = 60.0;
   // RANKTIME_STRAGGLER_THRESHOLD_MS: warn when one rank is last in most negotiations with a
   // median lag at least this large (0 = never). 5 ms is well above scheduling noise.
   double straggler_threshold_ms = 5.0;

@@ -41,7 +41,17 @@ constexpr double kFinalMessageTimeoutS = 30.0;
 constexpr size_t kLatenessWindow = 200;
 constexpr double kStragglerShare = 0.5;
 constexpr int64_t kInspectIntervalNs = 1'000'000'000;
+// Liveness: heartbeats go at least this often (a quarter of the peer timeout when that is
+// shorter); peers are checked at most this often.
+constexpr int64_t kHeartbeatIntervalNs = 1'000'000'000;
+constexpr int64_t kPeerCheckIntervalNs = 10'000'000;
 constexpr size_t kStallNamesShown = 4;
+
+std::string seconds_text(int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", ns / 1e9);
+  return text;
+}
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -160,17 +170,27 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
   // When a rank dies, mpirun ends the job by sending SIGTERM to every other rank: say so, and
   // what was pending, instead of dying silently.
   timeline::install_signal_flush();
-  signal_callback_ = timeline::add_signal_callback([this](int sig) { report_signal(sig); });
+  signal_callback_ =
+      timeline::add_signal_callback([this](int sig, bool fatal) { report_signal(sig, fatal); });
+  if (config_.peer_timeout_s > 0 && size_ > 1) {
+    peer_timeout_ns_ = static_cast<int64_t>(config_.peer_timeout_s * 1e9);
+    heartbeat_ns_ = std::max<int64_t>(1, std::min(kHeartbeatIntervalNs, peer_timeout_ns_ / 4));
+    last_sent_ns_ = clock_.now_ns();
+    last_heard_ns_.assign(size_, last_sent_ns_);
+    lost_.assign(size_, 0);
+    watchdog_ = std::thread(&Runtime::watch_collectives, this);
+  }
   thread_ = std::thread(&Runtime::loop, this);
 }
 
-void Runtime::report_signal(int sig) {
+void Runtime::report_signal(int sig, bool fatal) {
+  const char* signal_name = sig == SIGINT ? "SIGINT" : "SIGTERM";
   std::string names;
   size_t pending = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pending = names_in_flight_.size();
-    for (const std::string& name : names_in_flight_) {
+    for (const auto& [name, handle] : names_in_flight_) {
       if (names.size() > 200) {
         names += ", ...";
         break;
@@ -178,16 +198,42 @@ void Runtime::report_signal(int sig) {
       names += (names.empty() ? "'" : ", '") + name + "'";
     }
   }
-  RANKTIME_LOG(kError, "received " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " with " << pending
-                                   << " operation(s) pending"
-                                   << (pending ? ": " + names : std::string())
-                                   << " (mpirun sends this to every rank when one rank dies or the "
-                                      "job is cancelled)");
+  const std::string text =
+      std::string("received ") + signal_name + " with " + std::to_string(pending) +
+      " operation(s) pending" + (pending ? ": " + names : std::string()) +
+      " (mpirun sends this to every rank when one rank dies or the job is cancelled)";
+  RANKTIME_LOG(kError, text);
+  if (rank_ == 0) timeline_->instant_from_any_thread(signal_name, text, clock_.now_ns());
+  if (fatal) {
+    {
+      // If the program shuts down now, the other ranks learn why.
+      std::lock_guard<std::mutex> lock(mutex_);
+      signal_why_ = std::string("received ") + signal_name + " and is ending";
+    }
+    fail_pending_handles(std::string("this process received ") + signal_name +
+                         " and is ending (mpirun sends SIGTERM to every rank when one rank dies "
+                         "or the job is cancelled)");
+  }
+}
+
+void Runtime::fail_pending_handles(const std::string& reason) {
+  std::vector<std::pair<std::string, std::shared_ptr<detail::HandleState>>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopped_) {
+      stopped_ = true;
+      stop_reason_ = reason;
+    }
+    pending.assign(names_in_flight_.begin(), names_in_flight_.end());
+  }
+  for (auto& [name, handle] : pending)
+    handle->complete(Status::Error(reason + "; tensor '" + name + "' did not complete"));
 }
 
 Runtime::~Runtime() {
   timeline::remove_signal_callback(signal_callback_);
   shutdown();
+  if (hung_) return;  // the background thread still uses everything; the API leaks this object
   int finalized = 0;
   MPI_Finalized(&finalized);
 #if RANKTIME_WITH_CUDA
@@ -283,8 +329,7 @@ Handle Runtime::submit(OpType op, const TensorView& view, const std::string& nam
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_) {
-      local_error =
-          "ranktime has shut down (" + stop_reason_ + "); tensor '" + name + "' was not submitted";
+      local_error = stop_reason_ + "; tensor '" + name + "' was not submitted";
     } else if (local_error.empty() && names_in_flight_.count(name)) {
       local_error = "tensor '" + name +
                     "' was submitted twice while in flight: wait for the first "
@@ -292,7 +337,7 @@ Handle Runtime::submit(OpType op, const TensorView& view, const std::string& nam
     }
     if (local_error.empty()) {
       q.ready_ns = clock_.now_ns();
-      names_in_flight_.insert(name);
+      names_in_flight_.emplace(name, state);
       submitted_.push_back(std::move(entry));
     }
   }
@@ -307,11 +352,29 @@ Handle Runtime::submit(OpType op, const TensorView& view, const std::string& nam
 void Runtime::shutdown(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!shutdown_requested_) shutdown_why_ = why;
+    if (!shutdown_requested_) shutdown_why_ = signal_why_.empty() ? why : signal_why_;
     shutdown_requested_ = true;
   }
   cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    loop_done_cv_.wait(lock, [&] { return loop_done_ || hung_.load(); });
+    const bool done = loop_done_;
+    lock.unlock();
+    if (done) {
+      thread_.join();
+    } else {
+      thread_.detach();  // stuck in a collective that will never return
+    }
+  }
+  if (watchdog_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(watchdog_mutex_);
+      watchdog_stop_ = true;
+    }
+    watchdog_cv_.notify_one();
+    watchdog_.join();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -322,10 +385,16 @@ void Runtime::loop() {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   auto last_progress = std::chrono::steady_clock::now();
   std::chrono::nanoseconds sleep{0};
-  const std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
+  std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
+  if (heartbeat_ns_ > 0) idle_cap = std::min(idle_cap, std::chrono::nanoseconds(heartbeat_ns_));
   while (!finished_) {
     bool progressed = rank_ == 0 ? coordinator_step() : worker_step();
     progressed = deliver_gpu_completions() || progressed;
+    if (peer_timeout_ns_ > 0 && !finished_) {
+      const int64_t now_ns = clock_.now_ns();
+      send_heartbeats(now_ns);
+      check_peers(now_ns);
+    }
     if (finished_) break;
     auto now = std::chrono::steady_clock::now();
     if (progressed) {
@@ -339,7 +408,105 @@ void Runtime::loop() {
     sleep = std::min(cap, std::max(kFirstSleep, sleep * 2));
     wait_for_work(sleep);
   }
-  reap_sends(true);
+  // Sends to a lost rank may never complete: leave them.
+  if (!peer_lost_) reap_sends(true);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    loop_done_ = true;
+  }
+  loop_done_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Liveness
+
+void Runtime::send_heartbeats(int64_t now) {
+  if (heartbeat_ns_ == 0 || now - last_sent_ns_ < heartbeat_ns_) return;
+  if (rank_ == 0) {
+    ResponseList list;  // nothing to execute: "rank 0 is alive" (and a clock sample)
+    list.cycle = cycle_;
+    list.sent_ns = now;
+    broadcast(list);
+  } else {
+    send_worker_message({}, false, false);
+  }
+}
+
+void Runtime::heard_from_everyone(int64_t now) {
+  std::fill(last_heard_ns_.begin(), last_heard_ns_.end(), now);
+}
+
+void Runtime::check_peers(int64_t now) {
+  if (peer_timeout_ns_ == 0 || now - last_peer_check_ns_ < kPeerCheckIntervalNs) return;
+  last_peer_check_ns_ = now;
+  const std::string setting = "(RANKTIME_PEER_TIMEOUT_S=" + seconds_text(peer_timeout_ns_) + ")";
+  if (rank_ != 0) {
+    if (now - last_heard_ns_[0] <= peer_timeout_ns_) return;
+    peer_lost_ = true;
+    const std::string reason = "rank 0 has sent nothing for " +
+                               seconds_text(now - last_heard_ns_[0]) + " s " + setting +
+                               ": it died or hangs";
+    RANKTIME_LOG(kError, reason);
+    fail_everything("ranktime has stopped: " + reason);
+    finished_ = true;
+    return;
+  }
+  std::string lost;
+  int first_lost = -1;
+  for (int r = 1; r < size_; ++r) {
+    if (lost_[r] || now - last_heard_ns_[r] <= peer_timeout_ns_) continue;
+    lost_[r] = 1;
+    if (first_lost < 0) first_lost = r;
+    lost += (lost.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (host " +
+            hostnames_[r] + ", pid " + std::to_string(pids_[r]) + ") has sent nothing for " +
+            seconds_text(now - last_heard_ns_[r]) + " s";
+  }
+  if (first_lost < 0) return;
+  peer_lost_ = true;
+  const std::string reason = lost + " " + setting + ": it died or hangs";
+  RANKTIME_LOG(kError, reason);
+  timeline_->instant("PEER_LOST", reason, now);
+  request_shutdown_everywhere(first_lost, reason);
+}
+
+void Runtime::watch_collectives() {
+  std::unique_lock<std::mutex> lock(watchdog_mutex_);
+  while (!watchdog_stop_) {
+    watchdog_cv_.wait_for(lock, std::chrono::nanoseconds(heartbeat_ns_),
+                          [&] { return watchdog_stop_; });
+    if (watchdog_stop_) return;
+    std::string what;
+    int64_t now = 0, stuck_ns = 0;
+    {
+      std::lock_guard<std::mutex> exec(exec_mutex_);
+      now = clock_.now_ns();
+      stuck_ns = now - executing_since_ns_;
+      if (executing_ == nullptr || stuck_ns <= peer_timeout_ns_) continue;
+      const Response& r = *executing_;
+      what = std::string(op_type_name(r.op));
+      if (!r.names.empty()) what += " of '" + r.names.front() + "'";
+      if (r.names.size() > 1) {
+        what += " (and " + std::to_string(r.names.size() - 1) + " tensor(s) fused with it)";
+      }
+    }
+    hung_ = true;
+    peer_lost_ = true;
+    const std::string reason = "rank " + std::to_string(rank_) + ": the " + what +
+                               " has not returned after " + seconds_text(stuck_ns) +
+                               " s (RANKTIME_PEER_TIMEOUT_S=" + seconds_text(peer_timeout_ns_) +
+                               "): another rank probably died or hangs; ranktime has stopped";
+    RANKTIME_LOG(kError, reason);
+    if (rank_ == 0) {
+      timeline_->instant_from_any_thread("PEER_TIMEOUT", reason, now);
+      timeline_->close_from_any_thread();  // the background thread will not close it
+    }
+    fail_pending_handles(reason);
+    {
+      std::lock_guard<std::mutex> done(mutex_);  // shutdown() may be waiting for the loop
+    }
+    loop_done_cv_.notify_all();
+    return;
+  }
 }
 
 bool Runtime::busy() const {
@@ -390,6 +557,7 @@ bool Runtime::worker_step() {
     recv_buffer_.resize(count);
     MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, 0, kTagResponse, control_, MPI_STATUS_IGNORE);
     const int64_t arrival = clock_.now_ns();
+    if (peer_timeout_ns_ > 0) last_heard_ns_[0] = arrival;
     ResponseList list;
     try {
       list = decode_response_list(recv_buffer_.data(), recv_buffer_.size());
@@ -444,6 +612,7 @@ void Runtime::send_worker_message(std::vector<Request> requests, bool final, boo
   MPI_Isend(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, 0, kTagWorker, control_,
             &send.request);
   sends_.push_back(std::move(send));
+  last_sent_ns_ = clock_.now_ns();
 }
 
 void Runtime::reap_sends(bool wait) {
@@ -497,18 +666,23 @@ bool Runtime::coordinator_step() {
   list.shutdown = shutdown_now;
   list.shutdown_reason = shutdown_reason_;
   timeline_->cycle(cycle_, now);
-  if (size_ > 1) {
-    auto buffer = std::make_shared<std::vector<uint8_t>>();
-    encode(list, buffer.get());
-    for (int r = 1; r < size_; ++r) {
-      PendingSend send{MPI_REQUEST_NULL, buffer};
-      MPI_Isend(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, r, kTagResponse,
-                control_, &send.request);
-      sends_.push_back(std::move(send));
-    }
-  }
+  broadcast(list);
   execute(list, now);
   return true;
+}
+
+void Runtime::broadcast(const ResponseList& list) {
+  if (size_ == 1) return;
+  auto buffer = std::make_shared<std::vector<uint8_t>>();
+  encode(list, buffer.get());
+  for (int r = 1; r < size_; ++r) {
+    if (!lost_.empty() && lost_[r]) continue;
+    PendingSend send{MPI_REQUEST_NULL, buffer};
+    MPI_Isend(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, r, kTagResponse, control_,
+              &send.request);
+    sends_.push_back(std::move(send));
+  }
+  last_sent_ns_ = clock_.now_ns();
 }
 
 bool Runtime::receive_worker_message() {
@@ -521,6 +695,7 @@ bool Runtime::receive_worker_message() {
   recv_buffer_.resize(count);
   MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, status.MPI_SOURCE, kTagWorker, control_,
            MPI_STATUS_IGNORE);
+  if (peer_timeout_ns_ > 0) last_heard_ns_[status.MPI_SOURCE] = clock_.now_ns();
   handle_worker_message(status.MPI_SOURCE, recv_buffer_.data(), recv_buffer_.size());
   return true;
 }
@@ -560,8 +735,14 @@ void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, 
       sleep = std::chrono::microseconds(1);
       continue;
     }
+    if (peer_timeout_ns_ > 0) {  // a rank that died meanwhile is not waited for
+      const int64_t now = clock_.now_ns();
+      send_heartbeats(now);
+      check_peers(now);
+    }
     std::string missing;
     for (int r = 1; r < size_; ++r) {
+      if (!lost_.empty() && lost_[r]) continue;
       if (counts[r] < target) missing += (missing.empty() ? "" : ",") + std::to_string(r);
     }
     if (missing.empty()) return;
@@ -698,7 +879,17 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
 #endif
     if (r.error.empty()) {
       const int64_t start = clock_.now_ns();
+      {
+        std::lock_guard<std::mutex> lock(exec_mutex_);  // for the watchdog
+        executing_ = &r;
+        executing_since_ns_ = start;
+      }
       status = backend_->execute(r, entries_scratch_, &phase_log_);
+      {
+        std::lock_guard<std::mutex> lock(exec_mutex_);
+        executing_ = nullptr;
+      }
+      if (peer_timeout_ns_ > 0) heard_from_everyone(clock_.now_ns());
       timeline_->processed(r, entries_scratch_, arrival_ns, start, clock_.now_ns(), phase_log_,
                            status);
       phase_log_.clear();

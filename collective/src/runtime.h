@@ -59,6 +59,13 @@ class Runtime {
   // Rank 0: per-rank lateness statistics; other ranks: empty.
   std::vector<RankLateness> lateness() const;
 
+  // This runtime gave up on a peer (RANKTIME_PEER_TIMEOUT_S): a rank stopped sending heartbeats,
+  // or a collective never returned. MPI must then not be finalised (it would wait for the dead).
+  bool peer_lost() const { return peer_lost_.load(); }
+  // The background thread is stuck in a collective the watchdog gave up on: shutdown() returns
+  // without it, and the Runtime must be leaked, not destroyed (the thread still uses it).
+  bool hung() const { return hung_.load(); }
+
  private:
   // Background thread.
   void loop();
@@ -88,8 +95,22 @@ class Runtime {
 
   // Start-up.
   void sync_clocks();
-  // From the signal watcher thread: logs the operations pending when SIGINT/SIGTERM arrived.
-  void report_signal(int sig);
+  // From the signal watcher thread: logs the operations pending when SIGINT/SIGTERM arrived,
+  // marks it in the timeline and, when the signal will end the process, fails them.
+  void report_signal(int sig, bool fatal);
+  // From any thread: fails every handle not yet completed and refuses new submissions; the
+  // background thread's own state stays its own.
+  void fail_pending_handles(const std::string& reason);
+
+  // Liveness (RANKTIME_PEER_TIMEOUT_S), background thread: heartbeats to the ranks this rank
+  // talks to when it has sent nothing else lately, and peers silent for too long declared lost.
+  void send_heartbeats(int64_t now_ns);  // rank 0
+  void check_peers(int64_t now_ns);
+  void heard_from_everyone(int64_t now_ns);  // a collective completed: every rank was alive
+  // Rank 0: sends `list` to every other rank.
+  void broadcast(const ResponseList& list);
+  // Watchdog thread: gives up on a collective that has not returned within the peer timeout.
+  void watch_collectives();
   // Rank 0, at most once a second: stalled tensors, persistent stragglers, lateness counters.
   void inspect(int64_t now_ns);
   void request_shutdown_everywhere(int from_rank, std::string reason);
@@ -109,9 +130,12 @@ class Runtime {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<TensorEntry>> submitted_;
-  std::unordered_set<std::string> names_in_flight_;
+  // Every handle not yet completed, by tensor name (what the signal watcher and the watchdog
+  // fail when the background thread cannot).
+  std::unordered_map<std::string, std::shared_ptr<detail::HandleState>> names_in_flight_;
   bool shutdown_requested_ = false;
   std::string shutdown_why_;  // this rank's reason, as the other ranks will read it
+  std::string signal_why_;    // set when a fatal signal arrived: the reason for any shutdown
   bool stopped_ = false;
   std::string stop_reason_;
 
@@ -147,6 +171,25 @@ class Runtime {
   PhaseLog phase_log_;
   bool finished_ = false;
   int signal_callback_ = 0;  // reports pending operations when the job is signalled
+  bool loop_done_ = false;   // guarded by mutex_: the background loop has returned
+  std::condition_variable loop_done_cv_;
+
+  // Liveness. last_heard_ns_: on rank 0 per rank, elsewhere [0] = rank 0.
+  int64_t peer_timeout_ns_ = 0;  // 0: never give up
+  int64_t heartbeat_ns_ = 0;
+  int64_t last_sent_ns_ = 0;
+  int64_t last_peer_check_ns_ = 0;
+  std::vector<int64_t> last_heard_ns_;
+  std::vector<char> lost_;  // rank 0: ranks given up on
+  std::atomic<bool> peer_lost_{false};
+  std::atomic<bool> hung_{false};
+  std::mutex exec_mutex_;  // guards the two below, which the watchdog reads
+  const Response* executing_ = nullptr;
+  int64_t executing_since_ns_ = 0;
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;
+  std::thread watchdog_;
 #if RANKTIME_WITH_CUDA
   std::unique_ptr<gpu::GpuBackend> gpu_;  // device tensors; null when this host has no GPU
   bool gpu_woken_ = false;                // guarded by mutex_: completions are waiting

@@ -70,7 +70,11 @@ Status TimelineRecorder::start(const std::string& path, bool mark_cycles, bool a
     RANKTIME_LOG(kError, message << "; training continues without the timeline");
   };
   std::string error;
-  writer_ = timeline::TraceWriter::open(options, metadata, strings_, &error);
+  auto writer = timeline::TraceWriter::open(options, metadata, strings_, &error);
+  {
+    std::lock_guard<std::mutex> lock(writer_mutex_);
+    writer_ = std::move(writer);
+  }
   if (!writer_) {
     RANKTIME_LOG(kError, error << "; training continues without the timeline");
     return Status::Error(error);
@@ -83,6 +87,7 @@ Status TimelineRecorder::start(const std::string& path, bool mark_cycles, bool a
 void TimelineRecorder::stop() {
   on_ = false;
   outbox_.clear();
+  std::lock_guard<std::mutex> lock(writer_mutex_);
   if (writer_) {
     writer_->close();
     writer_.reset();
@@ -146,15 +151,31 @@ void TimelineRecorder::cycle(int64_t cycle, int64_t now_ns) {
   emit(r);
 }
 
-void TimelineRecorder::instant(const std::string& name, const std::string& message,
-                               int64_t now_ns) {
-  if (!on_ || rank_ != 0) return;
+void TimelineRecorder::close_from_any_thread() {
+  std::lock_guard<std::mutex> lock(writer_mutex_);
+  if (writer_) writer_->close();
+}
+
+Record TimelineRecorder::instant_record(const std::string& name, const std::string& message,
+                                        int64_t now_ns) {
   Record r;
   r.kind = RecordKind::kInstant;
   r.ts_ns = now_ns;
   r.args.instant.name_string = strings_.intern(name);
   r.args.instant.message_string = strings_.intern(message);
-  emit(r);
+  return r;
+}
+
+void TimelineRecorder::instant(const std::string& name, const std::string& message,
+                               int64_t now_ns) {
+  if (!on_ || rank_ != 0) return;
+  emit(instant_record(name, message, now_ns));
+}
+
+void TimelineRecorder::instant_from_any_thread(const std::string& name, const std::string& message,
+                                               int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(writer_mutex_);
+  if (writer_) writer_->push(instant_record(name, message, now_ns));
 }
 
 void TimelineRecorder::counter(const char* name, int series, double value, int64_t now_ns) {

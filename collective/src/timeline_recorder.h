@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,12 @@ class TimelineRecorder {
   void negotiation(const Negotiation& n, int64_t known_ns);
   void cycle(int64_t cycle, int64_t now_ns);
   void instant(const std::string& name, const std::string& message, int64_t now_ns);
+  // Rank 0, from any thread (the signal watcher, the peer watchdog), even while the background
+  // loop is blocked in a collective: an instant event, if a file is open.
+  void instant_from_any_thread(const std::string& name, const std::string& message, int64_t now_ns);
+  // Rank 0, from any thread: completes the file (what was pushed, the closing metadata and
+  // bracket) while the background loop is stuck; later records are dropped.
+  void close_from_any_thread();
   // Rank 0: one sample of counter track `name`, series `series` (written as "rank <series>").
   void counter(const char* name, int series, double value, int64_t now_ns);
   // This rank executed `response` for `entries`: the response arrived at `arrival_ns`,
@@ -57,6 +64,8 @@ class TimelineRecorder {
 
  private:
   void emit(const timeline::Record& r);
+  timeline::Record instant_record(const std::string& name, const std::string& message,
+                                  int64_t now_ns);
 
   int rank_;
   int size_;
@@ -64,8 +73,11 @@ class TimelineRecorder {
   bool mark_cycles_ = false;
   bool all_ranks_ = true;
   timeline::StringTable strings_;
-  std::unique_ptr<timeline::TraceWriter> writer_;  // rank 0
-  std::vector<timeline::Record> outbox_;           // other ranks
+  // Rank 0. Replaced only by the background thread, under writer_mutex_; other threads use it
+  // under the mutex, the background thread without.
+  std::unique_ptr<timeline::TraceWriter> writer_;
+  std::mutex writer_mutex_;
+  std::vector<timeline::Record> outbox_;  // other ranks
   uint64_t outbox_dropped_ = 0;
   std::vector<int64_t> last_negotiation_end_;     // per tensor id: keeps each lane ordered
   std::vector<std::pair<int64_t, int>> ticks_;    // scratch: (ready time, rank)

@@ -124,6 +124,14 @@ RANKTIME_STALL_SHUTDOWN_S=120
 # command
 {MPIRUN} {ROOT} -np 1 --bind-to none -x RANKTIME_STALL_SHUTDOWN_S=120 /bin/echo hi
 """),
+    "peer_timeout": (["-np", "1", "--peer-timeout-seconds", "15"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+RANKTIME_PEER_TIMEOUT_S=15
+# command
+{MPIRUN} {ROOT} -np 1 --bind-to none -x RANKTIME_PEER_TIMEOUT_S=15 /bin/echo hi
+"""),
     "log_level": (["-np", "1", "--log-level", "debug"], """\
 # environment added for mpirun
 {ROOT_ENV}
@@ -278,6 +286,8 @@ BAD_INPUT = {
                            "--stall-check-warning-time-seconds 0: expected a positive number"),
     "stall_shutdown_negative": (["-np", "1", "--stall-check-shutdown-time-seconds=-3"],
                                 "--stall-check-shutdown-time-seconds -3: expected a non-negative number"),
+    "peer_timeout_negative": (["-np", "1", "--peer-timeout-seconds=-1"],
+                              "--peer-timeout-seconds -1: expected a non-negative number"),
     "log_level": (["-np", "1", "--log-level", "loud"], "loud"),
     "hosts_and_hostfile": (["-np", "1", "-H", "a", "--hostfile", "{DIR}/file"], "excludes"),
     "hostfile_missing": (["-np", "1", "--hostfile", "{DIR}/nope"], "--hostfile {DIR}/nope: no such file"),

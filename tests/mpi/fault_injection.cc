@@ -1,15 +1,17 @@
 // A workload that misbehaves on purpose, for the fault-injection tests (test_faults.py).
-// Usage: fault_injection MODE, where MODE is one of
+// Usage: fault_injection MODE [VICTIM], where MODE is one of
 //   stall-recover   rank 1 submits one tensor 3 s late; every rank still succeeds
 //   stall-shutdown  rank 1 never submits one tensor; every rank must get the stall error
 //   slow            rank 1 is 15 ms late every step; rank 0 checks ranktime::lateness()
 //   exit-early      rank 1 returns from main without shutdown(); the others must get an error
-//   kill            rank 1 SIGKILLs itself after a few steps
-// Prints "ERROR: <message>" for every failed operation and exits 3 if any failed.
+//   kill            rank VICTIM (default 1) SIGKILLs itself after a few steps, between operations
+//   kill-in-collective  rank VICTIM SIGKILLs itself while the ranks reduce a 32 MiB tensor
+// Prints "ERROR: <message> [rank R]" for every failed operation and exits 3 if any failed.
 #include <signal.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -20,16 +22,19 @@
 namespace {
 
 int failures = 0;
+int my_rank = -1;
+
+void report(const ranktime::Status& s) {
+  std::printf("ERROR: %s [rank %d]\n", s.message().c_str(), my_rank);
+  std::fflush(stdout);
+  ++failures;
+}
 
 bool allreduce(const std::string& name, int64_t n = 64) {
   std::vector<float> x(n, 1.0f);
   ranktime::Status s =
       ranktime::allreduce_async({x.data(), ranktime::DataType::kFloat32, {n}}, name).wait();
-  if (!s.ok()) {
-    std::printf("ERROR: %s\n", s.message().c_str());
-    std::fflush(stdout);
-    ++failures;
-  }
+  if (!s.ok()) report(s);
   return s.ok();
 }
 
@@ -38,13 +43,14 @@ void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: fault_injection MODE\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: fault_injection MODE [VICTIM]\n");
     return 2;
   }
   const std::string mode = argv[1];
+  const int victim = argc == 3 ? std::atoi(argv[2]) : 1;
   ranktime::init();
-  const int rank = ranktime::rank();
+  const int rank = my_rank = ranktime::rank();
   if (mode == "stall-recover" || mode == "stall-shutdown") {
     allreduce("stall.a");
     std::vector<float> b(8, 1.0f);
@@ -94,10 +100,27 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) allreduce("early.after." + std::to_string(i));
   } else if (mode == "kill") {
     for (int step = 0;; ++step) {
-      if (rank == 1 && step == 20) raise(SIGKILL);
+      if (rank == victim && step == 20) raise(SIGKILL);
       for (int t = 0; t < 10; ++t) allreduce("kill." + std::to_string(t), 1000);
       if (failures) break;
     }
+  } else if (mode == "kill-in-collective") {
+    const int64_t n = int64_t{8} << 20;
+    std::vector<float> x(n, 1.0f);
+    for (int step = 0; step < 1000 && !failures; ++step) {
+      ranktime::Handle h = ranktime::allreduce_async({x.data(), ranktime::DataType::kFloat32, {n}},
+                                                     "big." + std::to_string(step));
+      // The collective takes tens of milliseconds here: 5 ms after submitting, this rank's
+      // background thread is almost always inside it.
+      if (rank == victim && step == 3) {
+        sleep_ms(5);
+        raise(SIGKILL);
+      }
+      ranktime::Status s = h.wait();
+      if (!s.ok()) report(s);
+    }
+    // Later operations fail at once, with the same reason.
+    if (failures) allreduce("after.failure");
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;

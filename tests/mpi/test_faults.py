@@ -16,12 +16,34 @@ CLI = os.environ.get("RANKTIME_CLI", "")
 RANKS = [2, 4]
 
 
-def run(ranks, mode, env=None, timeout=120):
+def run(ranks, mode, env=None, timeout=120, mpirun_args=(), args=()):
     cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(ranks)]
+    cmd += list(mpirun_args)
     for k, v in (env or {}).items():
         cmd += ["-x", f"{k}={v}"]
-    cmd += [FAULT, mode]
+    cmd += [FAULT, mode] + [str(a) for a in args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def errors_by_rank(stdout):
+    """{rank: [message, ...]} from fault_injection's "ERROR: <message> [rank R]" lines."""
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith("ERROR: ") and line.endswith("]") and " [rank " in line:
+            message, rank = line[len("ERROR: "):].rsplit(" [rank ", 1)
+            found.setdefault(int(rank[:-1]), []).append(message)
+    return found
+
+
+def load_trace(trace):
+    """The events of `trace`, repaired first with `ranktime check --repair` if it was cut short."""
+    text = trace.read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        assert CLI and os.path.exists(CLI), "timeline not valid JSON and no ranktime CLI to repair it"
+        subprocess.run([CLI, "check", "--repair", str(trace)], check=False, capture_output=True)
+        return json.loads(trace.read_text())
 
 
 @pytest.mark.parametrize("ranks", RANKS)
@@ -72,14 +94,62 @@ def test_sigkill_of_one_rank_ends_the_job_and_keeps_the_timeline(ranks, tmp_path
     # mpirun ends the survivors with SIGTERM: each says so, with what it was waiting for.
     assert "received SIGTERM with" in p.stderr, p.stderr
     assert "operation(s) pending" in p.stderr, p.stderr
-    text = trace.read_text()
-    try:
-        events = json.loads(text)
-    except json.JSONDecodeError:
-        assert CLI and os.path.exists(CLI), "timeline not valid JSON and no ranktime CLI to repair it"
-        subprocess.run([CLI, "check", "--repair", str(trace)], check=False, capture_output=True)
-        events = json.loads(trace.read_text())
+    # ... and fails what the program was waiting for, so that it reports an error, not a hang.
+    # (A survivor may die before its main thread prints: at least one does, within the linger.)
+    errors = errors_by_rank(p.stdout)
+    assert errors and 1 not in errors, p.stdout
+    for messages in errors.values():
+        # Its own signal, or another survivor's shutdown that the signal caused.
+        assert all("this process received SIGTERM and is ending" in m or
+                   "received SIGTERM and is ending; tensor" in m for m in messages), messages
+    events = load_trace(trace)
     assert any(e.get("name") == "ranktime_run" for e in events)
+    if any(e.get("name") == "ranktime_run_end" for e in events):
+        # Rank 0 closed the file itself: the signal is in it, with what was pending.
+        marks = [e for e in events if e.get("ph") == "i" and e.get("name") == "SIGTERM"]
+        assert len(marks) == 1, marks
+        assert "operation(s) pending" in marks[0]["args"]["message"]
     if CLI and os.path.exists(CLI):
         c = subprocess.run([CLI, "check", str(trace)], capture_output=True, text=True)
         assert c.returncode == 0, c.stdout + c.stderr
+
+
+# With mpirun --enable-recovery, Open MPI lets the job run on after a rank dies: ranktime itself
+# must notice (heartbeats, and a watchdog on collectives) and fail everything within
+# RANKTIME_PEER_TIMEOUT_S instead of hanging. The subprocess timeout is the hang detector.
+DEAD_RANK_CASES = [
+    ("kill", 1, "PEER_LOST"),               # between operations: rank 0 hears nothing from rank 1
+    ("kill", 0, None),                      # rank 0 dies: the others hear nothing from it
+    ("kill-in-collective", 1, "PEER_TIMEOUT"),  # inside a 32 MiB allreduce: the watchdog
+]
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+@pytest.mark.parametrize("mode,victim,mark", DEAD_RANK_CASES)
+def test_dead_rank_fails_the_others_within_the_peer_timeout(ranks, mode, victim, mark, tmp_path):
+    trace = tmp_path / "dead.json"
+    p = run(ranks, mode, {"RANKTIME_PEER_TIMEOUT_S": "3", "TIMELINE_FILENAME": str(trace)},
+            timeout=120, mpirun_args=["--enable-recovery"], args=[victim])
+    errors = errors_by_rank(p.stdout)
+    survivors = set(range(ranks)) - {victim}
+    assert set(errors) == survivors, p.stdout + p.stderr
+    for rank, messages in errors.items():
+        for m in messages:
+            assert "(RANKTIME_PEER_TIMEOUT_S=3.0)" in m, m
+            if victim == 0:
+                assert "rank 0 has sent nothing for" in m or "has not returned after" in m, m
+            elif mode == "kill":
+                assert f"rank {victim} (host " in m and "it died or hangs" in m, m
+        # Operations submitted after the failure fail at once, with the same reason.
+        assert any("was not submitted" in m for m in messages), messages
+    events = load_trace(trace)
+    assert any(e.get("name") == "ranktime_run" for e in events)
+    if victim != 0:
+        # Rank 0 survived: its file is complete and says what happened.
+        assert any(e.get("name") == "ranktime_run_end" for e in events)
+        marks = [e for e in events if e.get("ph") == "i" and e.get("name") in ("PEER_LOST", "PEER_TIMEOUT")]
+        assert len(marks) == 1, marks
+        message = marks[0]["args"]["message"]
+        assert "RANKTIME_PEER_TIMEOUT_S=3.0" in message, message
+        if mode == "kill":
+            assert marks[0]["name"] == mark and f"rank {victim} (host " in message, message

@@ -37,6 +37,7 @@ const std::vector<std::string> kAllVariables = {"TIMELINE_FILENAME",
                                                 "RANKTIME_CYCLE_TIME_MS",
                                                 "RANKTIME_STALL_WARNING_S",
                                                 "RANKTIME_STALL_SHUTDOWN_S",
+                                                "RANKTIME_PEER_TIMEOUT_S",
                                                 "RANKTIME_STRAGGLER_THRESHOLD_MS",
                                                 "RANKTIME_STRAGGLER_WARNING_INTERVAL_S",
                                                 "RANKTIME_LOG_LEVEL",
@@ -64,6 +65,7 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 5.0);
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 60.0);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
+  EXPECT_DOUBLE_EQ(c.peer_timeout_s, 60.0);
   EXPECT_DOUBLE_EQ(c.straggler_threshold_ms, 5.0);
   EXPECT_DOUBLE_EQ(c.straggler_warning_interval_s, 60.0);
   EXPECT_EQ(c.log_level, LogLevel::kWarning);
@@ -118,6 +120,7 @@ TEST(Config, Numbers) {
                     {"RANKTIME_CYCLE_TIME_MS", "0.25"},
                     {"RANKTIME_STALL_WARNING_S", "1e3"},
                     {"RANKTIME_STALL_SHUTDOWN_S", "0"},
+                    {"RANKTIME_PEER_TIMEOUT_S", "0"},
                     {"RANKTIME_STRAGGLER_THRESHOLD_MS", "0"},
                     {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "0"},
                     {"RANKTIME_TEST_CLOCK_SKEW_US", "-1500"}});
@@ -126,6 +129,7 @@ TEST(Config, Numbers) {
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 0.25);
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 1000.0);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
+  EXPECT_DOUBLE_EQ(c.peer_timeout_s, 0.0);
   EXPECT_DOUBLE_EQ(c.straggler_threshold_ms, 0.0);
   EXPECT_DOUBLE_EQ(c.straggler_warning_interval_s, 0.0);
   EXPECT_EQ(c.test_clock_skew_us, -1500);
@@ -135,6 +139,7 @@ TEST(Config, Numbers) {
              {"RANKTIME_CYCLE_TIME_MS", "12"},
              {"RANKTIME_STALL_WARNING_S", "0.5"},
              {"RANKTIME_STALL_SHUTDOWN_S", "300"},
+             {"RANKTIME_PEER_TIMEOUT_S", "2.5"},
              {"RANKTIME_STRAGGLER_THRESHOLD_MS", "2.5"},
              {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "10"},
              {"RANKTIME_TEST_CLOCK_SKEW_US", "250"}});
@@ -143,6 +148,7 @@ TEST(Config, Numbers) {
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 12.0);
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 0.5);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 300.0);
+  EXPECT_DOUBLE_EQ(c.peer_timeout_s, 2.5);
   EXPECT_DOUBLE_EQ(c.straggler_threshold_ms, 2.5);
   EXPECT_DOUBLE_EQ(c.straggler_warning_interval_s, 10.0);
   EXPECT_EQ(c.test_clock_skew_us, 250);
@@ -203,7 +209,8 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"RANKTIME_STALL_WARNING_S", "-3"}, Malformed{"RANKTIME_STALL_WARNING_S", "soon"},
         Malformed{"RANKTIME_STALL_SHUTDOWN_S", "-1"},
         Malformed{"RANKTIME_STALL_SHUTDOWN_S", "1e999"},
-        Malformed{"RANKTIME_STALL_SHUTDOWN_S", "never"},
+        Malformed{"RANKTIME_STALL_SHUTDOWN_S", "never"}, Malformed{"RANKTIME_PEER_TIMEOUT_S", "-2"},
+        Malformed{"RANKTIME_PEER_TIMEOUT_S", "30s"},
         Malformed{"RANKTIME_STRAGGLER_THRESHOLD_MS", "-1"},
         Malformed{"RANKTIME_STRAGGLER_THRESHOLD_MS", "5ms"},
         Malformed{"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "-0.5"},

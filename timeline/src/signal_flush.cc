@@ -72,7 +72,7 @@ bool g_installed = false;
 struct Callbacks {
   std::mutex mutex;
   int next_id = 1;
-  std::vector<std::pair<int, std::function<void(int)>>> list;
+  std::vector<std::pair<int, std::function<void(int, bool)>>> list;
 };
 Callbacks& callbacks() {
   static auto* c = new Callbacks;  // leaked: may run during static destruction
@@ -132,7 +132,7 @@ void watch_signals() {
       std::lock_guard<std::mutex> lock(c.mutex);
       for (int i = 0; i < kNumSignals; ++i) {
         if (g_pending[i].load() == 0) continue;
-        for (auto& [id, callback] : c.list) callback(kSignals[i]);
+        for (auto& [id, callback] : c.list) callback(kSignals[i], !previous_is_function(i));
       }
     }
     {
@@ -186,7 +186,7 @@ void after_fork_in_child() {
 
 }  // namespace
 
-int add_signal_callback(std::function<void(int)> callback) {
+int add_signal_callback(std::function<void(int, bool)> callback) {
   Callbacks& c = callbacks();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.list.emplace_back(c.next_id, std::move(callback));

@@ -81,10 +81,12 @@ class TraceWriter {
 // first rank die and SIGKILLs the rest. The longest linger asked for holds.
 void install_signal_flush(std::chrono::milliseconds linger = std::chrono::milliseconds(0));
 
-// Runs `callback(signal)` on the signal watcher thread when SIGINT or SIGTERM arrives (after
-// install_signal_flush), before the writers close: e.g. to report what was pending. Returns an id
-// for remove_signal_callback.
-int add_signal_callback(std::function<void(int)> callback);
+// Runs `callback(signal, fatal)` on the signal watcher thread when SIGINT or SIGTERM arrives
+// (after install_signal_flush), before the writers close: e.g. to report what was pending.
+// `fatal` says that the signal's default action follows (the process is about to end); it is
+// false when a previous handler function (e.g. Python's) decides. Returns an id for
+// remove_signal_callback.
+int add_signal_callback(std::function<void(int signal, bool fatal)> callback);
 void remove_signal_callback(int id);
 
 }  // namespace ranktime::timeline
