@@ -80,6 +80,8 @@ Config parse_config(const EnvLookup& lookup) {
     c.fusion_threshold = parse_int("RANKTIME_FUSION_THRESHOLD", *v, 0, "a byte count >= 0");
   if (auto v = get("RANKTIME_FUSION_MAX_TENSOR"))
     c.fusion_max_tensor = parse_int("RANKTIME_FUSION_MAX_TENSOR", *v, 0, "a byte count >= 0");
+  if (auto v = get("RANKTIME_ALLREDUCE_CHUNK"))
+    c.allreduce_chunk = parse_int("RANKTIME_ALLREDUCE_CHUNK", *v, 0, "a byte count >= 0");
   if (auto v = get("RANKTIME_CYCLE_TIME_MS"))
     c.cycle_time_ms = parse_number("RANKTIME_CYCLE_TIME_MS", *v, 0, false, "milliseconds > 0");
   if (auto v = get("RANKTIME_STALL_WARNING_S"))
@@ -125,6 +127,7 @@ std::vector<std::pair<std::string, std::string>> Config::describe() const {
           {"TIMELINE_ALL_RANKS", timeline_all_ranks ? "1" : "0"},
           {"RANKTIME_FUSION_THRESHOLD", std::to_string(fusion_threshold)},
           {"RANKTIME_FUSION_MAX_TENSOR", std::to_string(fusion_max_tensor)},
+          {"RANKTIME_ALLREDUCE_CHUNK", std::to_string(allreduce_chunk)},
           {"RANKTIME_CYCLE_TIME_MS", num(cycle_time_ms)},
           {"RANKTIME_STALL_WARNING_S", num(stall_warning_s)},
           {"RANKTIME_STALL_SHUTDOWN_S", num(stall_shutdown_s)},

@@ -28,6 +28,11 @@ struct Config {
   // copying them costs more than the per-call latency fusion would save, and one huge packed
   // buffer is slower in Open MPI than its parts (see docs/benchmarks.md).
   int64_t fusion_max_tensor = int64_t{1} << 20;
+  // RANKTIME_ALLREDUCE_CHUNK: the most bytes one MPI_Allreduce call reduces; larger buffers go
+  // in several calls (0 = one call). Open MPI allocates a temporary as large as the call on
+  // every call; at a few MiB the allocator reuses it, at tens of MiB it maps fresh pages every
+  // time, and the page faults more than double the time (see docs/benchmarks.md).
+  int64_t allreduce_chunk = int64_t{4} << 20;
   // RANKTIME_CYCLE_TIME_MS: the longest an idle rank waits before looking for work again.
   double cycle_time_ms = 5.0;
   // RANKTIME_STALL_WARNING_S / RANKTIME_STALL_SHUTDOWN_S (0 = never shut down).

@@ -135,7 +135,8 @@ void divide_in_place(void* data, int64_t n, DataType dtype, int divisor) {
   }
 }
 
-MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock) : comm_(comm), clock_(clock) {
+MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes)
+    : comm_(comm), clock_(clock), chunk_bytes_(chunk_bytes) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Type_contiguous(2, MPI_BYTE, &half_type_);
@@ -198,9 +199,12 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   }
   auto* p = static_cast<uint8_t*>(data);
   const size_t elem = dtype_size(dtype);
-  constexpr int64_t kChunk = INT_MAX / 2;
-  for (int64_t done = 0; done < n; done += kChunk) {
-    int count = static_cast<int>(std::min(kChunk, n - done));
+  int64_t chunk = INT_MAX / 2;
+  if (chunk_bytes_ > 0) {
+    chunk = std::min(chunk, std::max<int64_t>(1, chunk_bytes_ / static_cast<int64_t>(elem)));
+  }
+  for (int64_t done = 0; done < n; done += chunk) {
+    int count = static_cast<int>(std::min(chunk, n - done));
     int rc = MPI_Allreduce(MPI_IN_PLACE, p + done * elem, count, type, mpi_op, comm_);
     if (rc != MPI_SUCCESS) return rc;
   }

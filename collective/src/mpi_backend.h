@@ -14,7 +14,8 @@ namespace ranktime {
 
 class MpiBackend {
  public:
-  MpiBackend(MPI_Comm comm, const Clock* clock);
+  // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
+  MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = int64_t{4} << 20);
   ~MpiBackend();
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -29,12 +30,14 @@ class MpiBackend {
   Status allgather(const Response& response, TensorEntry* entry, PhaseLog* log);
   Status broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseLog* log);
-  // In-place allreduce of n elements, split into chunks MPI's int counts can address.
+  // In-place allreduce of n elements, in calls of at most chunk_bytes_ (and of counts MPI's int
+  // can address).
   int reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op);
   uint8_t* fusion_buffer(size_t bytes);
 
   MPI_Comm comm_;
   const Clock* clock_;
+  int64_t chunk_bytes_;
   int size_ = 1;
   int rank_ = 0;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;

@@ -131,7 +131,7 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
 
-  backend_ = std::make_unique<MpiBackend>(data_, &clock_);
+  backend_ = std::make_unique<MpiBackend>(data_, &clock_, config_.allreduce_chunk);
 #if RANKTIME_WITH_CUDA
   if (gpu::GpuBackend::device_available()) {
     gpu_ = std::make_unique<gpu::GpuBackend>(data_, &clock_, config_, [this] {

@@ -34,6 +34,7 @@ const std::vector<std::string> kAllVariables = {"TIMELINE_FILENAME",
                                                 "TIMELINE_ALL_RANKS",
                                                 "RANKTIME_FUSION_THRESHOLD",
                                                 "RANKTIME_FUSION_MAX_TENSOR",
+                                                "RANKTIME_ALLREDUCE_CHUNK",
                                                 "RANKTIME_CYCLE_TIME_MS",
                                                 "RANKTIME_STALL_WARNING_S",
                                                 "RANKTIME_STALL_SHUTDOWN_S",
@@ -62,6 +63,7 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   EXPECT_TRUE(c.timeline_all_ranks);
   EXPECT_EQ(c.fusion_threshold, 64 * 1024 * 1024);
   EXPECT_EQ(c.fusion_max_tensor, 1024 * 1024);
+  EXPECT_EQ(c.allreduce_chunk, 4 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 5.0);
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 60.0);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
@@ -117,6 +119,7 @@ TEST(Config, BooleansAcceptEverySpelling) {
 TEST(Config, Numbers) {
   Config c = parse({{"RANKTIME_FUSION_THRESHOLD", "0"},
                     {"RANKTIME_FUSION_MAX_TENSOR", "9223372036854775807"},
+                    {"RANKTIME_ALLREDUCE_CHUNK", "0"},
                     {"RANKTIME_CYCLE_TIME_MS", "0.25"},
                     {"RANKTIME_STALL_WARNING_S", "1e3"},
                     {"RANKTIME_STALL_SHUTDOWN_S", "0"},
@@ -126,6 +129,7 @@ TEST(Config, Numbers) {
                     {"RANKTIME_TEST_CLOCK_SKEW_US", "-1500"}});
   EXPECT_EQ(c.fusion_threshold, 0);
   EXPECT_EQ(c.fusion_max_tensor, INT64_MAX);
+  EXPECT_EQ(c.allreduce_chunk, 0);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 0.25);
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 1000.0);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
@@ -136,6 +140,7 @@ TEST(Config, Numbers) {
 
   c = parse({{"RANKTIME_FUSION_THRESHOLD", "134217728"},
              {"RANKTIME_FUSION_MAX_TENSOR", "0"},
+             {"RANKTIME_ALLREDUCE_CHUNK", "1000"},
              {"RANKTIME_CYCLE_TIME_MS", "12"},
              {"RANKTIME_STALL_WARNING_S", "0.5"},
              {"RANKTIME_STALL_SHUTDOWN_S", "300"},
@@ -145,6 +150,7 @@ TEST(Config, Numbers) {
              {"RANKTIME_TEST_CLOCK_SKEW_US", "250"}});
   EXPECT_EQ(c.fusion_threshold, 134217728);
   EXPECT_EQ(c.fusion_max_tensor, 0);
+  EXPECT_EQ(c.allreduce_chunk, 1000);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 12.0);
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 0.5);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 300.0);
@@ -205,9 +211,10 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"RANKTIME_FUSION_THRESHOLD", "0x10"}, Malformed{"RANKTIME_FUSION_THRESHOLD", ""},
         Malformed{"RANKTIME_FUSION_THRESHOLD", "99999999999999999999"},
         Malformed{"RANKTIME_FUSION_MAX_TENSOR", "-1"},
-        Malformed{"RANKTIME_FUSION_MAX_TENSOR", "1MiB"}, Malformed{"RANKTIME_STALL_WARNING_S", "0"},
-        Malformed{"RANKTIME_STALL_WARNING_S", "-3"}, Malformed{"RANKTIME_STALL_WARNING_S", "soon"},
-        Malformed{"RANKTIME_STALL_SHUTDOWN_S", "-1"},
+        Malformed{"RANKTIME_FUSION_MAX_TENSOR", "1MiB"},
+        Malformed{"RANKTIME_ALLREDUCE_CHUNK", "-1"}, Malformed{"RANKTIME_ALLREDUCE_CHUNK", "4M"},
+        Malformed{"RANKTIME_STALL_WARNING_S", "0"}, Malformed{"RANKTIME_STALL_WARNING_S", "-3"},
+        Malformed{"RANKTIME_STALL_WARNING_S", "soon"}, Malformed{"RANKTIME_STALL_SHUTDOWN_S", "-1"},
         Malformed{"RANKTIME_STALL_SHUTDOWN_S", "1e999"},
         Malformed{"RANKTIME_STALL_SHUTDOWN_S", "never"}, Malformed{"RANKTIME_PEER_TIMEOUT_S", "-2"},
         Malformed{"RANKTIME_PEER_TIMEOUT_S", "30s"},
