@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -359,6 +360,51 @@ TEST(TraceWriter, OperationErrorAndTruncatedShape) {
               "bytes":7257600,"fused_tensors":1}})"));
   EXPECT_EQ(events[1], json::parse(R"({"name":"ALLGATHER","ph":"E","pid":2,"tid":1,"ts":9.000,
       "args":{"error":"rank 1 sent float16, rank 0 float32"}})"));
+}
+
+// Every number at its extreme in every kind of event: the text of each event still fits the
+// room the formatter makes for it (it aborts otherwise) and reads back as the same values.
+TEST(TraceWriter, ExtremeValuesInEveryFieldFitAndReadBack) {
+  TempDir dir;
+  StringTable strings;
+  const uint32_t tensor = strings.intern("t");
+  const uint32_t name = strings.intern("n");
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  // Timestamps are taken relative to the run start, so they stay clear of overflow.
+  constexpr int64_t kEarly = kMin / 2, kLate = kMax / 2;
+  constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  auto writer = open_or_fail(options_for(dir.file("t.json")), strings);
+  writer->push(op_begin(tensor, std::numeric_limits<int16_t>::min(), kEarly, Phase::kAllreduce, 255,
+                        std::vector<int64_t>(12, kMin), kMax, 65535));
+  writer->push(op_end(tensor, std::numeric_limits<int16_t>::max(), kLate, Phase::kAllreduce, name));
+  writer->push(span(tensor, -1, Phase::kMemcpyInFusionBuffer, kEarly, kLate));
+  writer->push(negotiate_begin(tensor, kEarly));
+  writer->push(tick(tensor, kMin32, kEarly, -1.7e308));
+  writer->push(tick(tensor, kMin32, kLate, std::numeric_limits<double>::infinity()));
+  writer->push(negotiate_end(tensor, kLate, kMin32, -1.7e308, name));
+  writer->push(cycle(kEarly, kMin));
+  writer->push(counter(kEarly, name, kMin32, -1.7976931348623157e308));
+  writer->push(instant(kLate, name, name));
+  writer->close();
+
+  const std::vector<json> events = events_other_than_metadata(read_trace(dir.file("t.json")));
+  ASSERT_EQ(events.size(), 11u);
+  EXPECT_EQ(events[0]["args"]["bytes"], kMax);
+  EXPECT_EQ(events[0]["args"]["shape"], json(std::vector<int64_t>(kMaxInlineDims, kMin)));
+  EXPECT_EQ(events[0]["args"]["dtype"], "unknown");
+  EXPECT_EQ(events[0]["tid"], std::numeric_limits<int16_t>::min() + 1);
+  EXPECT_EQ(events[1]["args"]["error"], "n");
+  EXPECT_EQ(events[1]["tid"], std::numeric_limits<int16_t>::max() + 1);
+  EXPECT_EQ(events[2]["tid"], 0);  // rank -1's lane
+  EXPECT_EQ(events[5]["args"]["rank"], kMin32);
+  EXPECT_DOUBLE_EQ(events[5]["args"]["lag_us"].get<double>(), -1.7e308);
+  EXPECT_TRUE(events[6]["args"]["lag_us"].is_null());
+  EXPECT_EQ(events[7]["args"]["last_rank"], kMin32);
+  EXPECT_DOUBLE_EQ(events[7]["args"]["spread_us"].get<double>(), -1.7e308);
+  EXPECT_EQ(events[8]["args"]["cycle"], kMin);
+  EXPECT_DOUBLE_EQ(events[9]["args"]["rank -2147483648"].get<double>(), -1.7976931348623157e308);
+  EXPECT_EQ(events[10]["args"]["message"], "n");
 }
 
 TEST(TraceWriter, EveryDataTypeHasItsName) {

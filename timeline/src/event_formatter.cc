@@ -1,6 +1,10 @@
 // EventFormatter: Records -> Chrome-trace JSON events, per docs/timeline-format.md.
 #include "event_formatter.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "json_text.h"
@@ -44,6 +48,73 @@ void append_array(const std::vector<T>& values, AppendOne append_one, std::strin
 void append_doubles(const std::vector<double>& values, std::string* out) {
   append_array(values, json::append_double, out);
 }
+
+// Room for one event's fixed parts (keys, pid, tid, timestamp, closing braces, a few short
+// args); names, phase, messages and an operation's args are added to it by size. Kept tight:
+// the room is zero-filled before it is written.
+// Worst cases: open() 105 bytes + name; a tick 185 + its lag; a negotiation end 170 + phase,
+// spread and error.
+constexpr size_t kEventRoom = 200;
+constexpr size_t kOpArgsRoom = 128 + kMaxInlineDims * 21;
+
+// Room for write_fixed3(value): its full bound only for values no run produces.
+size_t fixed3_room(double value) { return std::fabs(value) < 1e15 ? 24 : json::kMaxFixed3; }
+// The shortest round-trip text of any double is at most 24 characters.
+constexpr size_t kMaxDoubleText = 32;
+
+// One event's text, written straight into the output string: room for `room` bytes is made up
+// front, so each piece below is a plain copy with no capacity check (the writer's hot path; one
+// resize per event instead of a dozen appends). The string is cut back to what was written.
+class EventText {
+ public:
+  EventText(std::string* out, size_t room) : out_(out) {
+    const size_t start = out->size();
+    out->resize(start + room);
+    p_ = out->data() + start;
+  }
+  ~EventText() {
+    const size_t written = static_cast<size_t>(p_ - out_->data());
+    if (written > out_->size()) std::abort();  // a room above is too small: a bug, not input
+    out_->resize(written);
+  }
+  EventText(const EventText&) = delete;
+  EventText& operator=(const EventText&) = delete;
+
+  template <size_t N>
+  void lit(const char (&text)[N]) {
+    std::memcpy(p_, text, N - 1);
+    p_ += N - 1;
+  }
+  void str(std::string_view text) {
+    std::memcpy(p_, text.data(), text.size());
+    p_ += text.size();
+  }
+  void chr(char c) { *p_++ = c; }
+  void num(int64_t value) { p_ = std::to_chars(p_, p_ + 20, value).ptr; }
+  void us3(int64_t ns) { p_ = json::write_us3(p_, ns); }
+  void fixed3(double value) { p_ = json::write_fixed3(p_, value); }
+  void dbl(double value) {
+    if (!std::isfinite(value)) return lit("null");
+    p_ = std::to_chars(p_, p_ + kMaxDoubleText, value).ptr;
+  }
+  // `,\n{"name":<quoted_name>,"ph":"<ph>","pid":P,"tid":T,"ts":TS` (no closing brace).
+  void open(std::string_view quoted_name, char ph, int64_t pid, int64_t tid, int64_t ts) {
+    lit(",\n{\"name\":");
+    str(quoted_name);
+    lit(",\"ph\":\"");
+    chr(ph);
+    lit("\",\"pid\":");
+    num(pid);
+    lit(",\"tid\":");
+    num(tid);
+    lit(",\"ts\":");
+    us3(ts);
+  }
+
+ private:
+  std::string* out_;
+  char* p_;
+};
 
 }  // namespace
 
@@ -177,125 +248,135 @@ size_t EventFormatter::name_lane(uint32_t tensor, int16_t rank, std::string* out
   return events + 2;
 }
 
-void EventFormatter::open_event(const std::string& quoted_name, const char* ph, int64_t pid,
-                                int64_t tid, int64_t ts_ns, std::string* out) const {
-  out->append(",\n{\"name\":");
-  out->append(quoted_name);
-  out->append(",\"ph\":\"");
-  out->append(ph);
-  out->append("\",\"pid\":");
-  json::append_int(pid, out);
-  out->append(",\"tid\":");
-  json::append_int(tid, out);
-  out->append(",\"ts\":");
-  json::append_us3(ts_ns - start_ns_, out);
-}
-
 size_t EventFormatter::append_record(const Record& record, std::string* out) {
   const int64_t pid = int64_t{record.tensor} + 1;
   const int64_t lane_tid = int64_t{record.rank} + 1;
+  const int64_t ts = record.ts_ns - start_ns_;
   const auto phase_index = static_cast<size_t>(record.phase);
   const std::string& phase = quoted_phases_[phase_index < static_cast<size_t>(Phase::kCount)
                                                 ? phase_index
                                                 : static_cast<size_t>(Phase::kCount)];
-  size_t events = 0;
   switch (record.kind) {
     case RecordKind::kOpBegin: {
       const OpArgs& op = record.args.op;
-      events += name_lane(record.tensor, record.rank, out);
-      open_event(phase, "B", pid, lane_tid, record.ts_ns, out);
-      out->append(",\"args\":{\"dtype\":");
-      out->append(quoted_dtype(op.dtype));
-      out->append(",\"shape\":[");
+      const size_t events = name_lane(record.tensor, record.rank, out);
+      EventText t(out, kEventRoom + kOpArgsRoom + phase.size());
+      t.open(phase, 'B', pid, lane_tid, ts);
+      t.lit(",\"args\":{\"dtype\":");
+      t.str(quoted_dtype(op.dtype));
+      t.lit(",\"shape\":[");
       const int kept = op.ndim < kMaxInlineDims ? op.ndim : kMaxInlineDims;
       for (int d = 0; d < kept; ++d) {
-        if (d != 0) out->push_back(',');
-        json::append_int(op.dims[d], out);
+        if (d != 0) t.chr(',');
+        t.num(op.dims[d]);
       }
-      out->push_back(']');
-      if (op.ndim > kMaxInlineDims) out->append(",\"shape_truncated\":true");
-      out->append(",\"bytes\":");
-      json::append_int(op.bytes, out);
-      out->append(",\"fused_tensors\":");
-      json::append_int(op.fused_tensors, out);
-      out->append("}}");
+      t.chr(']');
+      if (op.ndim > kMaxInlineDims) t.lit(",\"shape_truncated\":true");
+      t.lit(",\"bytes\":");
+      t.num(op.bytes);
+      t.lit(",\"fused_tensors\":");
+      t.num(op.fused_tensors);
+      t.lit("}}");
       return events + 1;
     }
-    case RecordKind::kOpEnd:
-      events += name_lane(record.tensor, record.rank, out);
-      open_event(phase, "E", pid, lane_tid, record.ts_ns, out);
-      if (record.args.op.error_string != 0) {
-        out->append(",\"args\":{\"error\":");
-        out->append(quoted(record.args.op.error_string));
-        out->push_back('}');
+    case RecordKind::kOpEnd: {
+      const size_t events = name_lane(record.tensor, record.rank, out);
+      const uint32_t error = record.args.op.error_string;
+      const std::string& error_text = error != 0 ? quoted(error) : quoted_unknown_;
+      EventText t(out, kEventRoom + phase.size() + error_text.size());
+      t.open(phase, 'E', pid, lane_tid, ts);
+      if (error != 0) {
+        t.lit(",\"args\":{\"error\":");
+        t.str(error_text);
+        t.chr('}');
       }
-      out->push_back('}');
+      t.chr('}');
       return events + 1;
-    case RecordKind::kSpan:
-      events += name_lane(record.tensor, record.rank, out);
-      open_event(phase, "B", pid, lane_tid, record.ts_ns, out);
-      out->push_back('}');
-      open_event(phase, "E", pid, lane_tid, record.end_ns, out);
-      out->push_back('}');
+    }
+    case RecordKind::kSpan: {
+      const size_t events = name_lane(record.tensor, record.rank, out);
+      EventText t(out, 2 * (kEventRoom + phase.size()));
+      t.open(phase, 'B', pid, lane_tid, ts);
+      t.chr('}');
+      t.open(phase, 'E', pid, lane_tid, record.end_ns - start_ns_);
+      t.chr('}');
       return events + 2;
-    case RecordKind::kNegotiateBegin:
-      events += name_tensor(record.tensor, out);
-      open_event(phase, "B", pid, 0, record.ts_ns, out);
-      out->push_back('}');
+    }
+    case RecordKind::kNegotiateBegin: {
+      const size_t events = name_tensor(record.tensor, out);
+      EventText t(out, kEventRoom + phase.size());
+      t.open(phase, 'B', pid, 0, ts);
+      t.chr('}');
       return events + 1;
+    }
     case RecordKind::kTick: {
-      events += name_tensor(record.tensor, out);
-      std::string name = "\"";  // short enough for the small-string buffer: no allocation
-      json::append_int(record.args.tick.rank, &name);
-      name.push_back('"');
-      open_event(name, "X", pid, 0, record.ts_ns, out);
-      out->append(",\"dur\":0,\"args\":{\"rank\":");
-      json::append_int(record.args.tick.rank, out);
-      out->append(",\"lag_us\":");
-      json::append_fixed3(record.args.tick.lag_us, out);
-      out->append("}}");
+      const size_t events = name_tensor(record.tensor, out);
+      EventText t(out, kEventRoom + fixed3_room(record.args.tick.lag_us));
+      char name[24] = "\"";
+      char* end = std::to_chars(name + 1, name + sizeof(name) - 1, record.args.tick.rank).ptr;
+      *end++ = '"';
+      t.open(std::string_view(name, static_cast<size_t>(end - name)), 'X', pid, 0, ts);
+      t.lit(",\"dur\":0,\"args\":{\"rank\":");
+      t.num(record.args.tick.rank);
+      t.lit(",\"lag_us\":");
+      t.fixed3(record.args.tick.lag_us);
+      t.lit("}}");
       return events + 1;
     }
     case RecordKind::kNegotiateEnd: {
       const NegotiateEndArgs& negotiate = record.args.negotiate;
-      events += name_tensor(record.tensor, out);
-      open_event(phase, "E", pid, 0, record.ts_ns, out);
-      out->append(",\"args\":{\"last_rank\":");
-      json::append_int(negotiate.last_rank, out);
-      out->append(",\"spread_us\":");
-      json::append_fixed3(negotiate.spread_us, out);
+      const size_t events = name_tensor(record.tensor, out);
+      const std::string& error_text =
+          negotiate.error_string != 0 ? quoted(negotiate.error_string) : quoted_unknown_;
+      EventText t(out,
+                  kEventRoom + phase.size() + fixed3_room(negotiate.spread_us) + error_text.size());
+      t.open(phase, 'E', pid, 0, ts);
+      t.lit(",\"args\":{\"last_rank\":");
+      t.num(negotiate.last_rank);
+      t.lit(",\"spread_us\":");
+      t.fixed3(negotiate.spread_us);
       if (negotiate.error_string != 0) {
-        out->append(",\"error\":");
-        out->append(quoted(negotiate.error_string));
+        t.lit(",\"error\":");
+        t.str(error_text);
       }
-      out->append("}}");
+      t.lit("}}");
       return events + 1;
     }
-    case RecordKind::kCycle:
-      out->append(
-          ",\n{\"name\":\"CYCLE_START\",\"ph\":\"i\",\"s\":\"p\",\"pid\":0,\"tid\":0,\"ts\":");
-      json::append_us3(record.ts_ns - start_ns_, out);
-      out->append(",\"args\":{\"cycle\":");
-      json::append_int(record.args.cycle.cycle, out);
-      out->append("}}");
+    case RecordKind::kCycle: {
+      EventText t(out, kEventRoom);
+      t.lit(",\n{\"name\":\"CYCLE_START\",\"ph\":\"i\",\"s\":\"p\",\"pid\":0,\"tid\":0,\"ts\":");
+      t.us3(ts);
+      t.lit(",\"args\":{\"cycle\":");
+      t.num(record.args.cycle.cycle);
+      t.lit("}}");
       return 1;
-    case RecordKind::kInstant:
-      out->append(",\n{\"name\":");
-      out->append(quoted(record.args.instant.name_string));
-      out->append(",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
-      json::append_us3(record.ts_ns - start_ns_, out);
-      out->append(",\"args\":{\"message\":");
-      out->append(quoted(record.args.instant.message_string));
-      out->append("}}");
+    }
+    case RecordKind::kInstant: {
+      // Cache both before holding a reference: caching a new id may grow the cache.
+      quoted(record.args.instant.name_string);
+      const std::string& message = quoted(record.args.instant.message_string);
+      const std::string& name = quoted(record.args.instant.name_string);
+      EventText t(out, kEventRoom + name.size() + message.size());
+      t.lit(",\n{\"name\":");
+      t.str(name);
+      t.lit(",\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
+      t.us3(ts);
+      t.lit(",\"args\":{\"message\":");
+      t.str(message);
+      t.lit("}}");
       return 1;
-    case RecordKind::kCounter:
-      open_event(quoted(record.args.counter.name_string), "C", 0, 0, record.ts_ns, out);
-      out->append(",\"args\":{\"rank ");
-      json::append_int(record.args.counter.series, out);
-      out->append("\":");
-      json::append_double(record.args.counter.value, out);
-      out->append("}}");
+    }
+    case RecordKind::kCounter: {
+      const std::string& name = quoted(record.args.counter.name_string);
+      EventText t(out, kEventRoom + name.size() + kMaxDoubleText);
+      t.open(name, 'C', 0, 0, ts);
+      t.lit(",\"args\":{\"rank ");
+      t.num(record.args.counter.series);
+      t.lit("\":");
+      t.dbl(record.args.counter.value);
+      t.lit("}}");
       return 1;
+    }
   }
   return 0;
 }

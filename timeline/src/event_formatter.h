@@ -41,10 +41,6 @@ class EventFormatter {
   TensorState& tensor_state(uint32_t tensor);
   size_t name_tensor(uint32_t tensor, std::string* out);
   size_t name_lane(uint32_t tensor, int16_t rank, std::string* out);
-  // Appends `,\n{"name":<quoted_name>,"ph":"<ph>","pid":P,"tid":T,"ts":TS` (no closing brace).
-  void open_event(const std::string& quoted_name, const char* ph, int64_t pid, int64_t tid,
-                  int64_t ts_ns, std::string* out) const;
-
   const StringTable& strings_;
   const int64_t start_ns_;
   // Caches indexed by string id (ids are dense); ids the table had not given out when first seen

@@ -2,6 +2,7 @@
 #include "json_text.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace ranktime::timeline::json {
 
@@ -108,22 +109,25 @@ void append_string(std::string_view s, std::string* out) {
   out->push_back('"');
 }
 
-void append_us3(int64_t ns, std::string* out) {
+char* write_us3(char* p, int64_t ns) {
   // Unsigned magnitude: -INT64_MIN does not fit in int64_t.
   uint64_t magnitude = static_cast<uint64_t>(ns);
   if (ns < 0) {
-    out->push_back('-');
+    *p++ = '-';
     magnitude = 0 - magnitude;
   }
-  char text[32];
-  auto result = std::to_chars(text, text + sizeof(text), magnitude / 1000);
-  char* p = result.ptr;
+  p = std::to_chars(p, p + 20, magnitude / 1000).ptr;
   const auto fraction = static_cast<unsigned>(magnitude % 1000);
   p[0] = '.';
   p[1] = static_cast<char>('0' + fraction / 100);
   p[2] = static_cast<char>('0' + fraction / 10 % 10);
   p[3] = static_cast<char>('0' + fraction % 10);
-  out->append(text, p + 4);
+  return p + 4;
+}
+
+void append_us3(int64_t ns, std::string* out) {
+  char text[kMaxUs3];
+  out->append(text, static_cast<size_t>(write_us3(text, ns) - text));
 }
 
 void append_double(double value, std::string* out) {
@@ -136,15 +140,17 @@ void append_double(double value, std::string* out) {
   out->append(text, result.ptr);
 }
 
-void append_fixed3(double value, std::string* out) {
+char* write_fixed3(char* p, double value) {
   if (!std::isfinite(value)) {
-    out->append("null");
-    return;
+    std::memcpy(p, "null", 4);
+    return p + 4;
   }
-  // Fixed notation of a huge double can be over 300 characters.
-  char text[400];
-  const auto result = std::to_chars(text, text + sizeof(text), value, std::chars_format::fixed, 3);
-  out->append(text, result.ptr);
+  return std::to_chars(p, p + kMaxFixed3, value, std::chars_format::fixed, 3).ptr;
+}
+
+void append_fixed3(double value, std::string* out) {
+  char text[kMaxFixed3];
+  out->append(text, static_cast<size_t>(write_fixed3(text, value) - text));
 }
 
 }  // namespace ranktime::timeline::json

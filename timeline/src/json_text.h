@@ -17,6 +17,9 @@ void append_string(std::string_view s, std::string* out);
 // Appends a nanosecond count as microseconds with exactly three decimals: 21013400 ->
 // "21013.400", -1500 -> "-1.500". Integer arithmetic only, so no rounding drift.
 void append_us3(int64_t ns, std::string* out);
+// The same text written at `p` (room for kMaxUs3 bytes); returns its end.
+inline constexpr size_t kMaxUs3 = 26;
+char* write_us3(char* p, int64_t ns);
 
 // Appends the shortest text that reads back as `value` ("20011.5", "-0.4", "0");
 // NaN and infinities, which JSON cannot hold, as null.
@@ -24,6 +27,10 @@ void append_double(double value, std::string* out);
 
 // Appends `value` with exactly three decimals ("20000.250"); NaN and infinities as null.
 void append_fixed3(double value, std::string* out);
+// The same text written at `p` (room for kMaxFixed3 bytes: a huge double in fixed notation is
+// over 300 characters); returns its end.
+inline constexpr size_t kMaxFixed3 = 400;
+char* write_fixed3(char* p, double value);
 
 inline void append_int(int64_t value, std::string* out) {
   char text[24];
