@@ -702,9 +702,9 @@ bool Runtime::receive_worker_message() {
 
 void Runtime::handle_worker_message(int source, const uint8_t* data, size_t size) {
   const int64_t now = clock_.now_ns();
-  WorkerMessage m;
+  WorkerMessage& m = incoming_;
   try {
-    m = decode_worker_message(data, size);
+    decode_worker_message_into(data, size, &m);
   } catch (const WireError& e) {
     RANKTIME_LOG(kError, "dropped a corrupt message from rank " << source << ": " << e.what());
     return;
@@ -715,7 +715,7 @@ void Runtime::handle_worker_message(int source, const uint8_t* data, size_t size
     q.ready_ns = offset.to_rank0(q.ready_ns);
     coordinator_->add(source, std::move(q));
   }
-  if (!m.records.empty()) timeline_->ingest(m.records, offset);
+  if (!m.records.empty()) timeline_->ingest(&m.records, offset);
   if (m.shutdown) {
     request_shutdown_everywhere(
         source, "rank " + std::to_string(source) + " " +

@@ -165,6 +165,7 @@ class Runtime {
   };
   std::deque<PendingSend> sends_;
   std::vector<uint8_t> recv_buffer_;
+  WorkerMessage incoming_;  // rank 0: the message being handled (its memory is reused)
   std::vector<uint8_t> send_buffer_;
   std::vector<Negotiation> negotiations_;
   std::vector<TensorEntry*> entries_scratch_;

@@ -233,14 +233,13 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
   }
 }
 
-void TimelineRecorder::ingest(const std::vector<Record>& records, const OffsetEstimator& offset) {
+void TimelineRecorder::ingest(std::vector<Record>* records, const OffsetEstimator& offset) {
   if (!writer_) return;
-  ingest_scratch_.assign(records.begin(), records.end());
-  for (Record& r : ingest_scratch_) {
+  for (Record& r : *records) {
     r.ts_ns = offset.to_rank0(r.ts_ns);
     if (r.kind == RecordKind::kSpan) r.end_ns = offset.to_rank0(r.end_ns);
   }
-  writer_->push(ingest_scratch_.data(), ingest_scratch_.size());  // one lock per batch
+  writer_->push(records->data(), records->size());  // one lock per batch
 }
 
 std::vector<Record> TimelineRecorder::take_outbox() {

@@ -53,7 +53,8 @@ class TimelineRecorder {
                  int64_t arrival_ns, int64_t start_ns, int64_t end_ns, const PhaseLog& log,
                  const Status& status, const std::vector<PhaseLog>* entry_logs = nullptr);
   // Rank 0: records shipped by another rank, converted to rank 0's clock with `offset`.
-  void ingest(const std::vector<timeline::Record>& records, const OffsetEstimator& offset);
+  // The records are converted in place.
+  void ingest(std::vector<timeline::Record>* records, const OffsetEstimator& offset);
   // Other ranks: the records recorded since the last call.
   std::vector<timeline::Record> take_outbox();
   size_t outbox_size() const { return outbox_.size(); }
@@ -79,9 +80,8 @@ class TimelineRecorder {
   std::mutex writer_mutex_;
   std::vector<timeline::Record> outbox_;  // other ranks
   uint64_t outbox_dropped_ = 0;
-  std::vector<int64_t> last_negotiation_end_;     // per tensor id: keeps each lane ordered
-  std::vector<std::pair<int64_t, int>> ticks_;    // scratch: (ready time, rank)
-  std::vector<timeline::Record> ingest_scratch_;  // scratch: a shipped batch on rank 0's clock
+  std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
+  std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
 };
 
 }  // namespace ranktime

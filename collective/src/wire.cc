@@ -67,14 +67,20 @@ class Reader {
   }
   template <typename T>
   std::vector<T> vec(const char* what, size_t max_count = SIZE_MAX) {
+    std::vector<T> v;
+    vec_into(what, &v, max_count);
+    return v;
+  }
+  // The same into *v, reusing its memory.
+  template <typename T>
+  void vec_into(const char* what, std::vector<T>* v, size_t max_count = SIZE_MAX) {
     auto n = pod<uint32_t>(what);
     if (n > max_count)
       throw WireError(std::string(what) + ": count " + std::to_string(n) + " over limit");
     need(static_cast<size_t>(n) * sizeof(T), what);
-    std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), p_, n * sizeof(T));
+    v->resize(n);
+    if (n) std::memcpy(v->data(), p_, n * sizeof(T));
     p_ += n * sizeof(T);
-    return v;
   }
   // A count of variable-size items: each takes at least `min_item_bytes`.
   uint32_t count(const char* what, size_t min_item_bytes) {
@@ -152,9 +158,15 @@ void encode(const WorkerMessage& m, std::vector<uint8_t>* out) {
 }
 
 WorkerMessage decode_worker_message(const uint8_t* data, size_t size) {
+  WorkerMessage m;
+  decode_worker_message_into(data, size, &m);
+  return m;
+}
+
+void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage* out) {
   Reader r(data, size);
   if (r.pod<uint32_t>("magic") != kWorkerMagic) throw WireError("not a worker message (bad magic)");
-  WorkerMessage m;
+  WorkerMessage& m = *out;
   auto flags = r.pod<uint8_t>("flags");
   m.shutdown = flags & 1;
   m.final = flags & 2;
@@ -171,7 +183,7 @@ WorkerMessage decode_worker_message(const uint8_t* data, size_t size) {
     q.argument = r.str(kMaxArgumentBytes, "argument");
     q.error = r.str(kMaxErrorBytes, "error");
   }
-  m.records = r.vec<timeline::Record>("records");
+  r.vec_into("records", &m.records);
   for (const auto& rec : m.records) {
     if (static_cast<int>(rec.kind) > static_cast<int>(timeline::RecordKind::kCounter) ||
         rec.phase >= timeline::Phase::kCount) {
@@ -179,7 +191,6 @@ WorkerMessage decode_worker_message(const uint8_t* data, size_t size) {
     }
   }
   r.finish();
-  return m;
 }
 
 void encode(const ResponseList& l, std::vector<uint8_t>* out) {

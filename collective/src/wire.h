@@ -25,6 +25,8 @@ inline constexpr size_t kMaxArgumentBytes = 1 << 20;
 
 void encode(const WorkerMessage& message, std::vector<uint8_t>* out);
 WorkerMessage decode_worker_message(const uint8_t* data, size_t size);
+// The same into *out, reusing its vectors' memory (rank 0 decodes every message into one).
+void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage* out);
 
 void encode(const ResponseList& list, std::vector<uint8_t>* out);
 ResponseList decode_response_list(const uint8_t* data, size_t size);

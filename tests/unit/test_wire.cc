@@ -194,6 +194,25 @@ ResponseList rich_response_list() {
 
 TEST(Wire, EmptyWorkerMessageRoundTrips) { expect_same(worker_round_trip({}), WorkerMessage{}); }
 
+// Rank 0 decodes every message into the same WorkerMessage: nothing of a larger earlier
+// message may survive into a smaller later one.
+TEST(Wire, DecodingIntoAUsedMessageEqualsAFreshDecode) {
+  const WorkerMessage rich = rich_worker_message();
+  WorkerMessage small;
+  small.requests.resize(1);
+  small.requests[0].name = "x";
+  small.clock = {1, 2, 3};
+  const WorkerMessage empty;
+  WorkerMessage reused;
+  for (const WorkerMessage* m :
+       std::initializer_list<const WorkerMessage*>{&rich, &small, &rich, &empty}) {
+    const WorkerMessage& expected = *m;
+    const auto bytes = encoded(expected);
+    decode_worker_message_into(bytes.data(), bytes.size(), &reused);
+    expect_same(reused, expected);
+  }
+}
+
 TEST(Wire, RichWorkerMessageRoundTrips) {
   WorkerMessage m = rich_worker_message();
   expect_same(worker_round_trip(m), m);
