@@ -54,6 +54,15 @@ def test_stall_warning_names_missing_rank_and_tensor(ranks):
 
 
 @pytest.mark.parametrize("ranks", RANKS)
+def test_a_live_rank_that_submits_late_is_not_taken_for_dead(ranks):
+    # Rank 1's program sleeps 3 s, three times the peer timeout: its background thread keeps
+    # sending heartbeats, so nobody gives up on it.
+    p = run(ranks, "stall-recover", {"RANKTIME_PEER_TIMEOUT_S": "1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "has sent nothing" not in p.stderr and "ERROR" not in p.stdout, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("ranks", RANKS)
 def test_stall_shutdown_fails_every_rank(ranks):
     p = run(ranks, "stall-shutdown", {"RANKTIME_STALL_WARNING_S": "1", "RANKTIME_STALL_SHUTDOWN_S": "2"}, timeout=60)
     assert p.returncode != 0
