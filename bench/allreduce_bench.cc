@@ -15,19 +15,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_util.h"
 #include "ranktime/ranktime.h"
 #include "workload.h"
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using ranktime::bench::median;
+using ranktime::bench::now_s;
 
 // Times fn() `reps` times on every rank in lockstep; returns rank 0's view of the slowest rank
 // per repetition (a collective finishes when its slowest rank does).

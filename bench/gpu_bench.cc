@@ -22,6 +22,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "bench_util.h"
 #include "gpu/device_fusion.h"
 #include "gpu/stream_resources.h"
 #include "ranktime/ranktime.h"
@@ -29,14 +30,8 @@
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using ranktime::bench::median;
+using ranktime::bench::now_s;
 
 void check_cuda(cudaError_t rc, const char* what) {
   if (rc != cudaSuccess) {

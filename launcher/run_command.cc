@@ -89,6 +89,25 @@ std::string check_timeline_path(const std::string& given) {
   return path;
 }
 
+// Number options passed to every rank as they are: the flag, its variable, what it accepts.
+struct PassThroughNumber {
+  const char* flag;
+  std::string RunCommandOptions::*value;
+  const char* variable;
+  bool positive;  // else non-negative
+  const char* help;
+};
+const PassThroughNumber kPassThroughNumbers[] = {
+    {"--cycle-time-ms", &RunCommandOptions::cycle_time_ms, "RANKTIME_CYCLE_TIME_MS", true,
+     "longest wait between cycles"},
+    {"--stall-check-warning-time-seconds", &RunCommandOptions::stall_warning_s,
+     "RANKTIME_STALL_WARNING_S", true, "warn about ranks that have not submitted"},
+    {"--stall-check-shutdown-time-seconds", &RunCommandOptions::stall_shutdown_s,
+     "RANKTIME_STALL_SHUTDOWN_S", false, "fail instead of hanging"},
+    {"--peer-timeout-seconds", &RunCommandOptions::peer_timeout_s, "RANKTIME_PEER_TIMEOUT_S", false,
+     "fail every operation when a rank has been silent this long, e.g. died; 0 waits forever"},
+};
+
 void validate_number(const std::string& flag, const std::string& value, bool positive) {
   if (value.empty()) return;
   char* end = nullptr;
@@ -251,16 +270,8 @@ MpirunPlan plan_mpirun(const RunCommandOptions& o, const std::string& mpirun,
     plan.rank_env.emplace_back("RANKTIME_FUSION_THRESHOLD",
                                std::to_string(std::llround(mb * 1024.0 * 1024.0)));
   }
-  if (!o.cycle_time_ms.empty())
-    plan.rank_env.emplace_back("RANKTIME_CYCLE_TIME_MS", o.cycle_time_ms);
-  if (!o.stall_warning_s.empty()) {
-    plan.rank_env.emplace_back("RANKTIME_STALL_WARNING_S", o.stall_warning_s);
-  }
-  if (!o.stall_shutdown_s.empty()) {
-    plan.rank_env.emplace_back("RANKTIME_STALL_SHUTDOWN_S", o.stall_shutdown_s);
-  }
-  if (!o.peer_timeout_s.empty()) {
-    plan.rank_env.emplace_back("RANKTIME_PEER_TIMEOUT_S", o.peer_timeout_s);
+  for (const PassThroughNumber& n : kPassThroughNumbers) {
+    if (!(o.*n.value).empty()) plan.rank_env.emplace_back(n.variable, o.*n.value);
   }
   if (!o.log_level.empty()) plan.rank_env.emplace_back("RANKTIME_LOG_LEVEL", o.log_level);
   for (const auto& [name, value] : plan.rank_env) {
@@ -288,15 +299,9 @@ CLI::App* add_run_command(CLI::App& app, RunCommandOptions* o) {
                 "keep rank 0's processing lanes only (TIMELINE_ALL_RANKS=0)");
   cmd->add_option("--fusion-threshold-mb", o->fusion_threshold_mb,
                   "fusion buffer in MiB, 0 disables fusion (RANKTIME_FUSION_THRESHOLD, in bytes)");
-  cmd->add_option("--cycle-time-ms", o->cycle_time_ms,
-                  "longest wait between cycles (RANKTIME_CYCLE_TIME_MS)");
-  cmd->add_option("--stall-check-warning-time-seconds", o->stall_warning_s,
-                  "warn about ranks that have not submitted (RANKTIME_STALL_WARNING_S)");
-  cmd->add_option("--stall-check-shutdown-time-seconds", o->stall_shutdown_s,
-                  "fail instead of hanging (RANKTIME_STALL_SHUTDOWN_S)");
-  cmd->add_option("--peer-timeout-seconds", o->peer_timeout_s,
-                  "fail every operation when a rank has been silent this long, e.g. died; 0 "
-                  "waits forever (RANKTIME_PEER_TIMEOUT_S)");
+  for (const PassThroughNumber& n : kPassThroughNumbers) {
+    cmd->add_option(n.flag, o->*n.value, std::string(n.help) + " (" + n.variable + ")");
+  }
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warning or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warning", "error"}));
   cmd->add_option("--mpirun", o->mpirun, "mpirun to use (default: the one on PATH)");
@@ -321,10 +326,9 @@ int run_run(RunCommandOptions& o) {
       throw InputError{"--hostfile " + o.hostfile + ": no such file"};
     }
     validate_number("--fusion-threshold-mb", o.fusion_threshold_mb, false);
-    validate_number("--cycle-time-ms", o.cycle_time_ms, true);
-    validate_number("--stall-check-warning-time-seconds", o.stall_warning_s, true);
-    validate_number("--stall-check-shutdown-time-seconds", o.stall_shutdown_s, false);
-    validate_number("--peer-timeout-seconds", o.peer_timeout_s, false);
+    for (const PassThroughNumber& n : kPassThroughNumbers) {
+      validate_number(n.flag, o.*n.value, n.positive);
+    }
     if (!o.timeline_filename.empty()) timeline_path = check_timeline_path(o.timeline_filename);
     if (o.command.empty()) {
       throw InputError{"no program to run: ranktime run -np N [options] -- PROGRAM ARGS..."};

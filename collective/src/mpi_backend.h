@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "config.h"
 #include "message.h"
 #include "tensor_entry.h"
 
@@ -15,7 +16,7 @@ namespace ranktime {
 class MpiBackend {
  public:
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
-  MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = int64_t{4} << 20);
+  MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk);
   ~MpiBackend();
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;

@@ -172,12 +172,12 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
   timeline::install_signal_flush();
   signal_callback_ =
       timeline::add_signal_callback([this](int sig, bool fatal) { report_signal(sig, fatal); });
+  last_sent_ns_ = last_collective_ns_ = clock_.now_ns();
+  last_heard_ns_.assign(size_, last_sent_ns_);
+  lost_.assign(size_, 0);
   if (config_.peer_timeout_s > 0 && size_ > 1) {
     peer_timeout_ns_ = static_cast<int64_t>(config_.peer_timeout_s * 1e9);
     heartbeat_ns_ = std::max<int64_t>(1, std::min(kHeartbeatIntervalNs, peer_timeout_ns_ / 4));
-    last_sent_ns_ = clock_.now_ns();
-    last_heard_ns_.assign(size_, last_sent_ns_);
-    lost_.assign(size_, 0);
     watchdog_ = std::thread(&Runtime::watch_collectives, this);
   }
   thread_ = std::thread(&Runtime::loop, this);
@@ -432,8 +432,15 @@ void Runtime::send_heartbeats(int64_t now) {
   }
 }
 
-void Runtime::heard_from_everyone(int64_t now) {
-  std::fill(last_heard_ns_.begin(), last_heard_ns_.end(), now);
+int64_t Runtime::silent_ns(int rank, int64_t now) const {
+  return now - std::max(last_heard_ns_[rank], last_collective_ns_);
+}
+
+void Runtime::set_executing(const Response* response, int64_t since_ns) {
+  if (peer_timeout_ns_ == 0) return;  // no watchdog reads it
+  std::lock_guard<std::mutex> lock(exec_mutex_);
+  executing_ = response;
+  executing_since_ns_ = since_ns;
 }
 
 void Runtime::check_peers(int64_t now) {
@@ -441,11 +448,10 @@ void Runtime::check_peers(int64_t now) {
   last_peer_check_ns_ = now;
   const std::string setting = "(RANKTIME_PEER_TIMEOUT_S=" + seconds_text(peer_timeout_ns_) + ")";
   if (rank_ != 0) {
-    if (now - last_heard_ns_[0] <= peer_timeout_ns_) return;
+    if (silent_ns(0, now) <= peer_timeout_ns_) return;
     peer_lost_ = true;
-    const std::string reason = "rank 0 has sent nothing for " +
-                               seconds_text(now - last_heard_ns_[0]) + " s " + setting +
-                               ": it died or hangs";
+    const std::string reason = "rank 0 has sent nothing for " + seconds_text(silent_ns(0, now)) +
+                               " s " + setting + ": it died or hangs";
     RANKTIME_LOG(kError, reason);
     fail_everything("ranktime has stopped: " + reason);
     finished_ = true;
@@ -454,12 +460,12 @@ void Runtime::check_peers(int64_t now) {
   std::string lost;
   int first_lost = -1;
   for (int r = 1; r < size_; ++r) {
-    if (lost_[r] || now - last_heard_ns_[r] <= peer_timeout_ns_) continue;
+    if (lost_[r] || silent_ns(r, now) <= peer_timeout_ns_) continue;
     lost_[r] = 1;
     if (first_lost < 0) first_lost = r;
     lost += (lost.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (host " +
             hostnames_[r] + ", pid " + std::to_string(pids_[r]) + ") has sent nothing for " +
-            seconds_text(now - last_heard_ns_[r]) + " s";
+            seconds_text(silent_ns(r, now)) + " s";
   }
   if (first_lost < 0) return;
   peer_lost_ = true;
@@ -557,7 +563,7 @@ bool Runtime::worker_step() {
     recv_buffer_.resize(count);
     MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, 0, kTagResponse, control_, MPI_STATUS_IGNORE);
     const int64_t arrival = clock_.now_ns();
-    if (peer_timeout_ns_ > 0) last_heard_ns_[0] = arrival;
+    last_heard_ns_[0] = arrival;
     ResponseList list;
     try {
       list = decode_response_list(recv_buffer_.data(), recv_buffer_.size());
@@ -676,7 +682,7 @@ void Runtime::broadcast(const ResponseList& list) {
   auto buffer = std::make_shared<std::vector<uint8_t>>();
   encode(list, buffer.get());
   for (int r = 1; r < size_; ++r) {
-    if (!lost_.empty() && lost_[r]) continue;
+    if (lost_[r]) continue;
     PendingSend send{MPI_REQUEST_NULL, buffer};
     MPI_Isend(buffer->data(), static_cast<int>(buffer->size()), MPI_BYTE, r, kTagResponse, control_,
               &send.request);
@@ -695,13 +701,13 @@ bool Runtime::receive_worker_message() {
   recv_buffer_.resize(count);
   MPI_Recv(recv_buffer_.data(), count, MPI_BYTE, status.MPI_SOURCE, kTagWorker, control_,
            MPI_STATUS_IGNORE);
-  if (peer_timeout_ns_ > 0) last_heard_ns_[status.MPI_SOURCE] = clock_.now_ns();
   handle_worker_message(status.MPI_SOURCE, recv_buffer_.data(), recv_buffer_.size());
   return true;
 }
 
 void Runtime::handle_worker_message(int source, const uint8_t* data, size_t size) {
   const int64_t now = clock_.now_ns();
+  last_heard_ns_[source] = now;  // even a corrupt message says the rank is alive
   WorkerMessage& m = incoming_;
   try {
     decode_worker_message_into(data, size, &m);
@@ -742,7 +748,7 @@ void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, 
     }
     std::string missing;
     for (int r = 1; r < size_; ++r) {
-      if (!lost_.empty() && lost_[r]) continue;
+      if (lost_[r]) continue;
       if (counts[r] < target) missing += (missing.empty() ? "" : ",") + std::to_string(r);
     }
     if (missing.empty()) return;
@@ -879,19 +885,12 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
 #endif
     if (r.error.empty()) {
       const int64_t start = clock_.now_ns();
-      {
-        std::lock_guard<std::mutex> lock(exec_mutex_);  // for the watchdog
-        executing_ = &r;
-        executing_since_ns_ = start;
-      }
+      set_executing(&r, start);
       status = backend_->execute(r, entries_scratch_, &phase_log_);
-      {
-        std::lock_guard<std::mutex> lock(exec_mutex_);
-        executing_ = nullptr;
-      }
-      if (peer_timeout_ns_ > 0) heard_from_everyone(clock_.now_ns());
-      timeline_->processed(r, entries_scratch_, arrival_ns, start, clock_.now_ns(), phase_log_,
-                           status);
+      set_executing(nullptr, 0);
+      const int64_t end = clock_.now_ns();
+      last_collective_ns_ = end;  // a completed collective: every rank was alive
+      timeline_->processed(r, entries_scratch_, arrival_ns, start, end, phase_log_, status);
       phase_log_.clear();
     } else {
       status = Status::Error(r.error);

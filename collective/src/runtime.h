@@ -106,7 +106,11 @@ class Runtime {
   // talks to when it has sent nothing else lately, and peers silent for too long declared lost.
   void send_heartbeats(int64_t now_ns);  // rank 0
   void check_peers(int64_t now_ns);
-  void heard_from_everyone(int64_t now_ns);  // a collective completed: every rank was alive
+  // How long `rank` (on rank 0; elsewhere rank 0) has not been heard from: no message and no
+  // completed collective.
+  int64_t silent_ns(int rank, int64_t now_ns) const;
+  // For the watchdog: the collective the background thread is inside (null: none).
+  void set_executing(const Response* response, int64_t since_ns);
   // Rank 0: sends `list` to every other rank.
   void broadcast(const ResponseList& list);
   // Watchdog thread: gives up on a collective that has not returned within the peer timeout.
@@ -175,13 +179,14 @@ class Runtime {
   bool loop_done_ = false;   // guarded by mutex_: the background loop has returned
   std::condition_variable loop_done_cv_;
 
-  // Liveness. last_heard_ns_: on rank 0 per rank, elsewhere [0] = rank 0.
+  // Liveness. last_heard_ns_: the last message, on rank 0 per rank, elsewhere [0] = rank 0.
   int64_t peer_timeout_ns_ = 0;  // 0: never give up
   int64_t heartbeat_ns_ = 0;
   int64_t last_sent_ns_ = 0;
   int64_t last_peer_check_ns_ = 0;
   std::vector<int64_t> last_heard_ns_;
-  std::vector<char> lost_;  // rank 0: ranks given up on
+  int64_t last_collective_ns_ = 0;  // the last collective that completed
+  std::vector<char> lost_;          // rank 0: ranks given up on
   std::atomic<bool> peer_lost_{false};
   std::atomic<bool> hung_{false};
   std::mutex exec_mutex_;  // guards the two below, which the watchdog reads

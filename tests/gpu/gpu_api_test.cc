@@ -194,20 +194,18 @@ TEST_F(GpuApi, TimelineTraceAndOnOffRatioOnResNet50) {
   std::remove(path.c_str());
 }
 
+// Says once, from rank 0, why the tests skip here (ctest's skip pattern); main() is the
+// multi-rank one all MPI tests share.
+class NoDeviceNotice : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (ranktime::rank() == 0 && device_count() == 0) {
+      std::printf("no CUDA device: the GPU tests skip\n");
+    }
+  }
+};
+::testing::Environment* const kNoDeviceNotice =
+    ::testing::AddGlobalTestEnvironment(new NoDeviceNotice);
+
 }  // namespace
 }  // namespace ranktime::gpu_test
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ranktime::init();
-  if (ranktime::rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  if (ranktime::rank() == 0 && ranktime::gpu_test::device_count() == 0) {
-    std::printf("no CUDA device: the GPU tests skip\n");
-  }
-  const int result = RUN_ALL_TESTS();
-  ranktime::shutdown();
-  return result;
-}

@@ -59,8 +59,6 @@ constexpr size_t kOpArgsRoom = 128 + kMaxInlineDims * 21;
 
 // Room for write_fixed3(value): its full bound only for values no run produces.
 size_t fixed3_room(double value) { return std::fabs(value) < 1e15 ? 24 : json::kMaxFixed3; }
-// The shortest round-trip text of any double is at most 24 characters.
-constexpr size_t kMaxDoubleText = 32;
 
 // One event's text, written straight into the output string: room for `room` bytes is made up
 // front, so each piece below is a plain copy with no capacity check (the writer's hot path; one
@@ -93,10 +91,8 @@ class EventText {
   void num(int64_t value) { p_ = std::to_chars(p_, p_ + 20, value).ptr; }
   void us3(int64_t ns) { p_ = json::write_us3(p_, ns); }
   void fixed3(double value) { p_ = json::write_fixed3(p_, value); }
-  void dbl(double value) {
-    if (!std::isfinite(value)) return lit("null");
-    p_ = std::to_chars(p_, p_ + kMaxDoubleText, value).ptr;
-  }
+  void dbl(double value) { p_ = json::write_double(p_, value); }
+
   // `,\n{"name":<quoted_name>,"ph":"<ph>","pid":P,"tid":T,"ts":TS` (no closing brace).
   void open(std::string_view quoted_name, char ph, int64_t pid, int64_t tid, int64_t ts) {
     lit(",\n{\"name\":");
@@ -368,7 +364,7 @@ size_t EventFormatter::append_record(const Record& record, std::string* out) {
     }
     case RecordKind::kCounter: {
       const std::string& name = quoted(record.args.counter.name_string);
-      EventText t(out, kEventRoom + name.size() + kMaxDoubleText);
+      EventText t(out, kEventRoom + name.size() + json::kMaxDouble);
       t.open(name, 'C', 0, 0, ts);
       t.lit(",\"args\":{\"rank ");
       t.num(record.args.counter.series);

@@ -130,14 +130,17 @@ void append_us3(int64_t ns, std::string* out) {
   out->append(text, static_cast<size_t>(write_us3(text, ns) - text));
 }
 
-void append_double(double value, std::string* out) {
+char* write_double(char* p, double value) {
   if (!std::isfinite(value)) {
-    out->append("null");
-    return;
+    std::memcpy(p, "null", 4);
+    return p + 4;
   }
-  char text[32];
-  const auto result = std::to_chars(text, text + sizeof(text), value);
-  out->append(text, result.ptr);
+  return std::to_chars(p, p + kMaxDouble, value).ptr;
+}
+
+void append_double(double value, std::string* out) {
+  char text[kMaxDouble];
+  out->append(text, static_cast<size_t>(write_double(text, value) - text));
 }
 
 char* write_fixed3(char* p, double value) {

@@ -24,6 +24,9 @@ char* write_us3(char* p, int64_t ns);
 // Appends the shortest text that reads back as `value` ("20011.5", "-0.4", "0");
 // NaN and infinities, which JSON cannot hold, as null.
 void append_double(double value, std::string* out);
+// The same text written at `p` (room for kMaxDouble bytes); returns its end.
+inline constexpr size_t kMaxDouble = 32;
+char* write_double(char* p, double value);
 
 // Appends `value` with exactly three decimals ("20000.250"); NaN and infinities as null.
 void append_fixed3(double value, std::string* out);
