@@ -46,6 +46,10 @@ constexpr int64_t kInspectIntervalNs = 1'000'000'000;
 constexpr int64_t kHeartbeatIntervalNs = 1'000'000'000;
 constexpr int64_t kPeerCheckIntervalNs = 10'000'000;
 constexpr size_t kStallNamesShown = 4;
+// Every rank outlives a fatal SIGINT/SIGTERM by this much, after its pending operations have
+// failed: the program gets to report them, and rank 0, which mpirun signals at the same moment
+// as the others, closes its timeline before mpirun sees a rank die and SIGKILLs the rest.
+constexpr std::chrono::milliseconds kSignalLinger(500);
 
 std::string seconds_text(int64_t ns) {
   char text[32];
@@ -169,7 +173,7 @@ Runtime::Runtime(const Config& config) : config_(config), clock_(config.test_clo
   }
   // When a rank dies, mpirun ends the job by sending SIGTERM to every other rank: say so, and
   // what was pending, instead of dying silently.
-  timeline::install_signal_flush();
+  timeline::install_signal_flush(kSignalLinger);
   signal_callback_ =
       timeline::add_signal_callback([this](int sig, bool fatal) { report_signal(sig, fatal); });
   last_sent_ns_ = last_collective_ns_ = clock_.now_ns();

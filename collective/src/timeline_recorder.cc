@@ -15,8 +15,6 @@ using timeline::RecordKind;
 // Outbox bound on non-zero ranks: records beyond it are dropped (and counted) rather than
 // growing memory when rank 0 cannot take them.
 constexpr size_t kOutboxCapacity = size_t{1} << 16;
-// How long a rank other than 0 outlives SIGINT/SIGTERM while the timeline is on (see above).
-constexpr std::chrono::milliseconds kWorkerSignalLinger(500);
 
 Phase op_phase(OpType op) {
   switch (op) {
@@ -58,9 +56,6 @@ Status TimelineRecorder::start(const std::string& path, bool mark_cycles, bool a
   mark_cycles_ = mark_cycles;
   all_ranks_ = all_ranks;
   if (rank_ != 0) {
-    // mpirun signals every rank at once; this rank dying at once would get rank 0 SIGKILLed
-    // before it has closed the file.
-    timeline::install_signal_flush(kWorkerSignalLinger);
     on_ = true;
     return Status::Ok();
   }
