@@ -385,19 +385,39 @@ TEST(Errors, LocalBadInputFailsEveryRank) {
 
 TEST(Errors, DuplicateNameWhileInFlight) {
   const int size = ranktime::size();
-  std::vector<float> a(4, 1.0f), b(4, 1.0f);
-  auto first = ranktime::allreduce_async({a.data(), DataType::kFloat32, {4}}, "dup");
-  auto second = ranktime::allreduce_async({b.data(), DataType::kFloat32, {4}}, "dup");
-  ranktime::Status s2 = second.wait();
-  ASSERT_FALSE(s2.ok());
-  EXPECT_NE(s2.message().find("'dup' was submitted twice while in flight"), std::string::npos)
-      << s2.message();
-  ASSERT_TRUE(first.wait().ok());
-  EXPECT_EQ(a[0], size);
-  EXPECT_EQ(b[0], 1.0f);  // the rejected request never touched its buffer
-  // Once complete, the name may be used again.
-  ASSERT_TRUE(ranktime::allreduce_async({b.data(), DataType::kFloat32, {4}}, "dup").wait().ok());
-  EXPECT_EQ(b[0], size);
+  const int rank = ranktime::rank();
+  // A tensor completes once every rank has submitted it, so a rank's first "dup" is surely still
+  // in flight when it submits the second only if some other rank submits its own first "dup"
+  // later than that. Two rounds give every rank that guarantee once: in round 0 the ranks other
+  // than 0 submit the pair while rank 0 holds its first back until they are done; in round 1 the
+  // other way round. The rank whose turn it is not submits only the first.
+  for (int round = 0; round < 2; ++round) {
+    const bool my_turn = (rank == 0) == (round == 1);
+    const std::string name = "dup." + std::to_string(round);
+    std::vector<float> a(4, 1.0f), b(4, 1.0f);
+    auto go = [&] {
+      float x = 1;
+      ASSERT_TRUE(
+          ranktime::allreduce_async({&x, DataType::kFloat32, {1}}, name + ".go").wait().ok());
+    };
+    if (!my_turn) go();
+    auto first = ranktime::allreduce_async({a.data(), DataType::kFloat32, {4}}, name);
+    if (my_turn) {
+      auto second = ranktime::allreduce_async({b.data(), DataType::kFloat32, {4}}, name);
+      ranktime::Status s2 = second.wait();
+      ASSERT_FALSE(s2.ok());
+      EXPECT_NE(s2.message().find("'" + name + "' was submitted twice while in flight"),
+                std::string::npos)
+          << s2.message();
+      go();
+    }
+    ASSERT_TRUE(first.wait().ok());
+    EXPECT_EQ(a[0], size);
+    EXPECT_EQ(b[0], 1.0f);  // the rejected request never touched its buffer
+    // Once complete, the name may be used again.
+    ASSERT_TRUE(ranktime::allreduce_async({b.data(), DataType::kFloat32, {4}}, name).wait().ok());
+    EXPECT_EQ(b[0], size);
+  }
 }
 
 TEST(Collectives, BarrierAndSynchronousReuse) {
