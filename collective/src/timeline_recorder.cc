@@ -89,14 +89,16 @@ void TimelineRecorder::stop() {
   }
 }
 
-void TimelineRecorder::emit(const Record& r) {
+void TimelineRecorder::emit(const Record& r) { emit(&r, 1); }
+
+void TimelineRecorder::emit(const Record* records, size_t n) {
   if (writer_) {
-    writer_->push(r);
-  } else if (outbox_.size() < kOutboxCapacity) {
-    outbox_.push_back(r);
-  } else {
-    ++outbox_dropped_;
+    writer_->push(records, n);
+    return;
   }
+  const size_t kept = std::min(n, kOutboxCapacity - std::min(kOutboxCapacity, outbox_.size()));
+  outbox_.insert(outbox_.end(), records, records + kept);
+  outbox_dropped_ += n - kept;
 }
 
 void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
@@ -114,8 +116,26 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
   Record r;
   r.tensor = n.tensor_id;
   r.phase = negotiate_phase(n.op);
-  r.kind = RecordKind::kNegotiateBegin;
   r.ts_ns = clamp(first);
+  r.end_ns = std::max(known_ns, r.ts_ns);
+  const uint32_t error = n.error.empty() ? 0 : strings_.intern(n.error);
+  if (ticks_.size() <= static_cast<size_t>(timeline::kMaxInlineTicks)) {
+    // One record; the writer places the ticks (see NegotiationArgs).
+    r.kind = RecordKind::kNegotiation;
+    auto& args = r.args.negotiation;
+    args.error_string = error;
+    args.ticks = static_cast<uint16_t>(ticks_.size());
+    for (size_t i = 0; i < ticks_.size(); ++i) {
+      args.ready_ns[i] = ticks_[i].first;
+      args.rank[i] = ticks_[i].second;
+    }
+    emit(r);
+    last_negotiation_end_[n.tensor_id] = r.end_ns;
+    return;
+  }
+  const int64_t end_ns = r.end_ns;
+  r.end_ns = 0;
+  r.kind = RecordKind::kNegotiateBegin;
   emit(r);
   for (const auto& [t, rank] : ticks_) {
     Record tick;
@@ -129,10 +149,10 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
   }
   Record end = r;
   end.kind = RecordKind::kNegotiateEnd;
-  end.ts_ns = std::max(known_ns, r.ts_ns);
+  end.ts_ns = end_ns;
   end.args.negotiate.last_rank = ticks_.back().second;
   end.args.negotiate.spread_us = static_cast<double>(ticks_.back().first - first) / 1e3;
-  end.args.negotiate.error_string = n.error.empty() ? 0 : strings_.intern(n.error);
+  end.args.negotiate.error_string = error;
   emit(end);
   last_negotiation_end_[n.tensor_id] = end.ts_ns;
 }
@@ -190,49 +210,89 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
                                  const std::vector<PhaseLog>* entry_logs) {
   if (!lanes_on()) return;
   const uint32_t error = status.ok() ? 0 : strings_.intern(status.message());
-  for (size_t i = 0; i < entries.size(); ++i) {
+  const auto fused = static_cast<uint16_t>(std::min<size_t>(entries.size(), 65535));
+  const auto op_args = [&](size_t i) {
     const TensorView& v = entries[i]->view;
-    Record begin;
-    begin.tensor = response.tensor_ids[i];
-    begin.rank = static_cast<int16_t>(rank_);
-    begin.kind = RecordKind::kOpBegin;
-    begin.phase = op_phase(response.op);
-    begin.ts_ns = arrival_ns;
-    auto& op = begin.args.op;
+    timeline::OpArgs op{};
     op.dtype = static_cast<uint8_t>(v.dtype);
     op.ndim = static_cast<uint8_t>(std::min<size_t>(v.shape.size(), 255));
-    op.fused_tensors = static_cast<uint16_t>(std::min<size_t>(entries.size(), 65535));
+    op.fused_tensors = fused;
+    op.error_string = error;
     op.bytes = static_cast<int64_t>(v.num_bytes());
     for (size_t d = 0; d < v.shape.size() && d < timeline::kMaxInlineDims; ++d)
       op.dims[d] = v.shape[d];
-    emit(begin);
-    Record span = begin;
+    return op;
+  };
+  batch_.clear();
+  Record r;
+  r.rank = static_cast<int16_t>(rank_);
+  r.phase = op_phase(response.op);
+  if (entry_logs == nullptr) {
+    // One batch: a header, its sub-phases, then one record per tensor (expanded by the writer).
+    r.kind = RecordKind::kBatch;
+    r.ts_ns = arrival_ns;
+    r.end_ns = end_ns;
+    r.args.batch.spans = static_cast<uint16_t>(log.spans.size());
+    r.args.batch.fused_tensors = fused;
+    r.args.batch.error_string = error;
+    r.args.batch.start_ns = start_ns;
+    batch_.push_back(r);
+    for (const PhaseLog::Span& s : log.spans) {
+      Record span;
+      span.rank = r.rank;
+      span.kind = RecordKind::kBatchSpan;
+      span.phase = s.phase;
+      span.ts_ns = s.begin_ns;
+      span.end_ns = s.end_ns;
+      batch_.push_back(span);
+    }
+    r.kind = RecordKind::kBatchTensor;
+    r.ts_ns = r.end_ns = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      r.tensor = response.tensor_ids[i];
+      r.args.op = op_args(i);
+      batch_.push_back(r);
+    }
+    emit(batch_.data(), batch_.size());
+    return;
+  }
+  // The GPU path timed the tensors of a batch apart: each tensor's own slice and sub-phases.
+  for (size_t i = 0; i < entries.size(); ++i) {
+    r.tensor = response.tensor_ids[i];
+    r.kind = RecordKind::kOpBegin;
+    r.ts_ns = arrival_ns;
+    r.args.op = op_args(i);
+    r.args.op.error_string = 0;
+    batch_.push_back(r);
+    Record span = r;
     span.kind = RecordKind::kSpan;
     span.args = {};
     span.phase = Phase::kQueue;
     span.ts_ns = arrival_ns;
     span.end_ns = start_ns;
-    emit(span);
-    const PhaseLog& lane = entry_logs && i < entry_logs->size() ? (*entry_logs)[i] : log;
-    for (const PhaseLog::Span& s : lane.spans) {
+    batch_.push_back(span);
+    for (const PhaseLog::Span& s : i < entry_logs->size() ? (*entry_logs)[i].spans : log.spans) {
       span.phase = s.phase;
       span.ts_ns = s.begin_ns;
       span.end_ns = s.end_ns;
-      emit(span);
+      batch_.push_back(span);
     }
-    Record end = begin;
+    Record end = r;
     end.kind = RecordKind::kOpEnd;
     end.ts_ns = end_ns;
     end.args.op.error_string = error;
-    emit(end);
+    batch_.push_back(end);
   }
+  emit(batch_.data(), batch_.size());
 }
 
 void TimelineRecorder::ingest(std::vector<Record>* records, const OffsetEstimator& offset) {
   if (!writer_) return;
   for (Record& r : *records) {
     r.ts_ns = offset.to_rank0(r.ts_ns);
-    if (r.kind == RecordKind::kSpan) r.end_ns = offset.to_rank0(r.end_ns);
+    if (timeline::has_end_ns(r.kind)) r.end_ns = offset.to_rank0(r.end_ns);
+    if (r.kind == RecordKind::kBatch)
+      r.args.batch.start_ns = offset.to_rank0(r.args.batch.start_ns);
   }
   writer_->push(records->data(), records->size());  // one lock per batch
 }

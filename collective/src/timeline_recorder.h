@@ -65,6 +65,8 @@ class TimelineRecorder {
 
  private:
   void emit(const timeline::Record& r);
+  // In order, under one lock; what does not fit is dropped from the end (and counted).
+  void emit(const timeline::Record* records, size_t n);
   timeline::Record instant_record(const std::string& name, const std::string& message,
                                   int64_t now_ns);
 
@@ -82,6 +84,7 @@ class TimelineRecorder {
   uint64_t outbox_dropped_ = 0;
   std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
   std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
+  std::vector<timeline::Record> batch_;         // scratch: one processed() call's records
 };
 
 }  // namespace ranktime

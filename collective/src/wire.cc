@@ -185,7 +185,7 @@ void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage*
   }
   r.vec_into("records", &m.records);
   for (const auto& rec : m.records) {
-    if (static_cast<int>(rec.kind) > static_cast<int>(timeline::RecordKind::kCounter) ||
+    if (static_cast<int>(rec.kind) > static_cast<int>(timeline::kLastRecordKind) ||
         rec.phase >= timeline::Phase::kCount) {
       throw WireError("corrupt timeline record");
     }

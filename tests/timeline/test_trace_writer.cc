@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <random>
 #include <regex>
 #include <set>
 #include <string>
@@ -206,6 +207,37 @@ std::vector<json> events_other_than_metadata(const json& trace) {
   return events;
 }
 
+// A fused batch on lane `rank`: its header, its sub-phases and one record per tensor.
+std::vector<Record> batch(int16_t rank, Phase phase, int64_t arrival_ns, int64_t start_ns,
+                          int64_t end_ns,
+                          const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>>& spans,
+                          const std::vector<Record>& tensors, uint32_t error_string = 0) {
+  Record header = span(0, rank, phase, arrival_ns, end_ns);
+  header.kind = RecordKind::kBatch;
+  header.args.batch = {static_cast<uint16_t>(spans.size()), static_cast<uint16_t>(tensors.size()),
+                       error_string, start_ns};
+  std::vector<Record> records = {header};
+  for (const auto& [span_phase, times] : spans) {
+    records.push_back(span(0, rank, span_phase, times.first, times.second));
+    records.back().kind = RecordKind::kBatchSpan;
+  }
+  for (Record t : tensors) {
+    t.kind = RecordKind::kBatchTensor;
+    t.rank = rank;
+    t.ts_ns = 0;
+    records.push_back(t);
+  }
+  return records;
+}
+
+std::vector<json> events_of(const std::vector<Record>& records, const StringTable& strings,
+                            const TempDir& dir, const std::string& name) {
+  auto writer = open_or_fail(options_for(dir.file(name)), strings);
+  for (const Record& r : records) writer->push(r);
+  writer->close();
+  return events_other_than_metadata(read_trace(dir.file(name)));
+}
+
 std::vector<json> metadata_named(const json& trace, const std::string& name) {
   std::vector<json> events;
   for (const json& e : trace) {
@@ -362,6 +394,135 @@ TEST(TraceWriter, OperationErrorAndTruncatedShape) {
       "args":{"error":"rank 1 sent float16, rank 0 float32"}})"));
 }
 
+// A fused batch travels as one record per tensor; the writer expands it into exactly the events
+// of per-tensor records: operation slice, QUEUE, the batch's sub-phases, and the error if any.
+TEST(TraceWriter, FusedBatchExpandsToTheEventsOfPerTensorRecords) {
+  TempDir dir;
+  StringTable strings;
+  const uint32_t a = strings.intern("grad.a");
+  const uint32_t b = strings.intern("grad.\"b\"");
+  const uint32_t c = strings.intern("grad.c");
+  const uint32_t message = strings.intern("tensor 'grad.c': rank 1 sent 3 elements, rank 0 4");
+  const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>> spans = {
+      {Phase::kMemcpyInFusionBuffer, {at_us(12), at_us(15.5)}},
+      {Phase::kMpiAllreduce, {at_us(15.5), at_us(40.25)}},
+      {Phase::kMemcpyOutFusionBuffer, {at_us(40.25), at_us(44)}}};
+  struct Tensor {
+    uint32_t id;
+    uint8_t dtype;
+    std::vector<int64_t> dims;
+    int64_t bytes;
+  };
+  const std::vector<Tensor> tensors = {
+      {a, 6, {256}, 1024}, {b, 7, {2, 3}, 48}, {c, 0, {1, 2, 3, 4, 5, 6, 7, 8, 9}, 362880}};
+  for (const uint32_t error : {0u, message}) {
+    for (const int16_t rank : {int16_t{0}, int16_t{3}}) {
+      std::vector<Record> compact_tensors;
+      std::vector<Record> per_tensor;
+      const auto fused = static_cast<uint16_t>(tensors.size());
+      for (const Tensor& t : tensors) {
+        compact_tensors.push_back(
+            op_begin(t.id, rank, 0, Phase::kAllreduce, t.dtype, t.dims, t.bytes, 0));
+        per_tensor.push_back(
+            op_begin(t.id, rank, at_us(10), Phase::kAllreduce, t.dtype, t.dims, t.bytes, fused));
+        per_tensor.push_back(span(t.id, rank, Phase::kQueue, at_us(10), at_us(11.5)));
+        for (const auto& [phase, times] : spans)
+          per_tensor.push_back(span(t.id, rank, phase, times.first, times.second));
+        per_tensor.push_back(op_end(t.id, rank, at_us(44.5), Phase::kAllreduce, error));
+      }
+      const std::vector<Record> compact = batch(rank, Phase::kAllreduce, at_us(10), at_us(11.5),
+                                                at_us(44.5), spans, compact_tensors, error);
+      const std::vector<json> expected = events_of(per_tensor, strings, dir, "per_tensor.json");
+      ASSERT_EQ(expected.size(), tensors.size() * 10);
+      EXPECT_EQ(events_of(compact, strings, dir, "batch.json"), expected)
+          << "error " << error << " rank " << rank;
+    }
+  }
+}
+
+// A tensor record is written only with its own batch's header and every sub-phase the header
+// announced (records can be dropped when the buffer is full, or corrupt from a peer); batches on
+// different lanes do not mix.
+TEST(TraceWriter, BatchTensorWithoutItsWholeBatchIsLeftOut) {
+  TempDir dir;
+  StringTable strings;
+  const uint32_t tensor = strings.intern("grad.w");
+  const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>> one_span = {
+      {Phase::kMpiAllreduce, {at_us(2), at_us(3)}}};
+  const Record t = op_begin(tensor, 0, 0, Phase::kAllreduce, 6, {4}, 16, 0);
+  std::vector<Record> records;
+  auto add = [&](const std::vector<Record>& more) {
+    records.insert(records.end(), more.begin(), more.end());
+  };
+  std::vector<Record> lone = batch(1, Phase::kAllreduce, at_us(1), at_us(1), at_us(4), {}, {t});
+  add({lone.back()});  // no header on lane 1 yet
+  std::vector<Record> short_of_a_span =
+      batch(0, Phase::kAllreduce, at_us(1), at_us(1), at_us(4), one_span, {t});
+  short_of_a_span.erase(short_of_a_span.begin() + 1);  // its only sub-phase went missing
+  add(short_of_a_span);
+  std::vector<Record> lane0_open =
+      batch(0, Phase::kAllreduce, at_us(5), at_us(5), at_us(8), {}, {t});
+  add({lane0_open.front()});
+  add({lone.back()});  // lane 0 has a batch open, lane 1 still has none
+  add(batch(2, Phase::kBroadcast, at_us(9), at_us(9.5), at_us(11), one_span, {t}));
+
+  const std::vector<json> events = events_of(records, strings, dir, "t.json");
+  ASSERT_EQ(events.size(), 6u);  // the last batch only
+  EXPECT_EQ(events[0], json::parse(R"({"name":"BROADCAST","ph":"B","pid":2,"tid":3,"ts":9.000,
+      "args":{"dtype":"float32","shape":[4],"bytes":16,"fused_tensors":1}})"));
+  EXPECT_EQ(events[5], json::parse(R"({"name":"BROADCAST","ph":"E","pid":2,"tid":3,"ts":11.000})"));
+}
+
+// A negotiation of up to kMaxInlineTicks ranks travels as one record; the writer gives exactly the
+// events of the begin/tick/end records, each tick clamped into the slice the way the recorder
+// clamps them (into [previous negotiation's end, the moment all were known]).
+TEST(TraceWriter, NegotiationRecordGivesTheEventsOfBeginTicksAndEnd) {
+  TempDir dir;
+  StringTable strings;
+  const uint32_t tensor = strings.intern("grad.n");
+  const uint32_t message = strings.intern("tensor 'grad.n': shapes differ: rank 0 [4], rank 2 [5]");
+  std::mt19937_64 random(20261122);
+  std::vector<Record> compact, expanded;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int ranks = 1 + static_cast<int>(random() % kMaxInlineTicks);
+    std::vector<std::pair<int64_t, int>> ready;
+    for (int r = 0; r < ranks; ++r)
+      ready.emplace_back(at_us(1000.0 * trial + static_cast<double>(random() % 900'000) / 1000), r);
+    std::sort(ready.begin(), ready.end());
+    // Sometimes the previous end lies after the first readiness, or beyond the known time.
+    const int64_t known = ready.back().first + static_cast<int64_t>(random() % 3000) - 1000;
+    const int64_t floor = ready.front().first + static_cast<int64_t>(random() % 4000) - 2000;
+    const auto clamp = [&](int64_t t) { return std::min(std::max(t, floor), known); };
+    const uint32_t error = trial % 7 == 0 ? message : 0;
+    const Phase phase = trial % 2 ? Phase::kNegotiateAllreduce : Phase::kNegotiateBroadcast;
+
+    Record n = negotiate_begin(tensor, clamp(ready.front().first), phase);
+    n.kind = RecordKind::kNegotiation;
+    n.end_ns = std::max(known, n.ts_ns);
+    n.args.negotiation.error_string = error;
+    n.args.negotiation.ticks = static_cast<uint16_t>(ranks);
+    for (int i = 0; i < ranks; ++i) {
+      n.args.negotiation.ready_ns[i] = ready[i].first;
+      n.args.negotiation.rank[i] = ready[i].second;
+    }
+    compact.push_back(n);
+
+    expanded.push_back(negotiate_begin(tensor, n.ts_ns, phase));
+    const int64_t first = ready.front().first;
+    for (const auto& [t, rank] : ready)
+      expanded.push_back(tick(tensor, rank, clamp(t), static_cast<double>(t - first) / 1e3));
+    expanded.push_back(negotiate_end(tensor, n.end_ns, ready.back().second,
+                                     static_cast<double>(ready.back().first - first) / 1e3, error,
+                                     phase));
+  }
+  const std::vector<json> expected = events_of(expanded, strings, dir, "expanded.json");
+  EXPECT_EQ(events_of(compact, strings, dir, "compact.json"), expected);
+
+  Record empty = compact.front();
+  empty.args.negotiation.ticks = 0;  // corrupt: no tick, no slice
+  EXPECT_TRUE(events_of({empty}, strings, dir, "empty.json").empty());
+}
+
 // Every number at its extreme in every kind of event: the text of each event still fits the
 // room the formatter makes for it (it aborts otherwise) and reads back as the same values.
 TEST(TraceWriter, ExtremeValuesInEveryFieldFitAndReadBack) {
@@ -386,10 +547,38 @@ TEST(TraceWriter, ExtremeValuesInEveryFieldFitAndReadBack) {
   writer->push(cycle(kEarly, kMin));
   writer->push(counter(kEarly, name, kMin32, -1.7976931348623157e308));
   writer->push(instant(kLate, name, name));
+  const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>> spans(
+      40, {Phase::kMemcpyOutFusionBuffer, {kEarly, kLate}});
+  for (const Record& r :
+       batch(std::numeric_limits<int16_t>::min(), Phase::kBarrier, kEarly, kLate, kLate, spans,
+             {op_begin(tensor, 0, 0, Phase::kAllreduce, 255, std::vector<int64_t>(12, kMin), kMax,
+                       0)},
+             name)) {
+    writer->push(r);
+  }
+  Record n = negotiate_begin(tensor, kEarly);
+  n.kind = RecordKind::kNegotiation;
+  n.end_ns = kLate;
+  n.args.negotiation.error_string = name;
+  n.args.negotiation.ticks = std::numeric_limits<uint16_t>::max();  // as many as fit
+  for (int i = 0; i < kMaxInlineTicks; ++i) {
+    n.args.negotiation.rank[i] = kMin32;
+    n.args.negotiation.ready_ns[i] = i % 2 ? kMin : kMax;
+  }
+  writer->push(n);
   writer->close();
 
   const std::vector<json> events = events_other_than_metadata(read_trace(dir.file("t.json")));
-  ASSERT_EQ(events.size(), 11u);
+  const size_t batch_events = 4 + 2 * spans.size();
+  ASSERT_EQ(events.size(), 11u + batch_events + 2 + kMaxInlineTicks);
+  const json& last_tick = events[events.size() - 2];
+  EXPECT_EQ(last_tick["args"]["rank"], kMin32);
+  EXPECT_EQ(last_tick["ts"].get<double>(), events[11 + batch_events]["ts"].get<double>());
+  EXPECT_EQ(events.back()["args"]["last_rank"], kMin32);
+  EXPECT_EQ(events.back()["args"]["error"], "n");
+  EXPECT_EQ(events[11]["args"]["shape"], json(std::vector<int64_t>(kMaxInlineDims, kMin)));
+  EXPECT_EQ(events[11]["tid"], std::numeric_limits<int16_t>::min() + 1);
+  EXPECT_EQ(events[10 + batch_events]["args"]["error"], "n");
   EXPECT_EQ(events[0]["args"]["bytes"], kMax);
   EXPECT_EQ(events[0]["args"]["shape"], json(std::vector<int64_t>(kMaxInlineDims, kMin)));
   EXPECT_EQ(events[0]["args"]["dtype"], "unknown");

@@ -96,7 +96,7 @@ Request full_request() {
 }
 
 std::vector<Record> sample_records() {
-  std::vector<Record> records(4);
+  std::vector<Record> records(5);
   records[0].ts_ns = 100;
   records[0].tensor = 7;
   records[0].rank = 3;
@@ -123,6 +123,9 @@ std::vector<Record> sample_records() {
   records[3].args.counter.name_string = 4;
   records[3].args.counter.series = 1;
   records[3].args.counter.value = -0.75;
+  records[4].kind = timeline::kLastRecordKind;
+  records[4].tensor = 9;
+  records[4].args.op.bytes = 1;
   return records;
 }
 
@@ -461,7 +464,7 @@ TEST(Wire, CorruptTimelineRecordThrows) {
     WorkerMessage m;
     m.records = sample_records();
     if (which == 0) {
-      m.records[2].kind = static_cast<RecordKind>(static_cast<int>(RecordKind::kCounter) + 1);
+      m.records[2].kind = static_cast<RecordKind>(static_cast<int>(timeline::kLastRecordKind) + 1);
     } else {
       m.records[2].phase = Phase::kCount;
     }

@@ -1,6 +1,7 @@
 // EventFormatter: Records -> Chrome-trace JSON events, per docs/timeline-format.md.
 #include "event_formatter.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -111,6 +112,85 @@ class EventText {
   std::string* out_;
   char* p_;
 };
+
+constexpr size_t kOpBeginRoom = kEventRoom + kOpArgsRoom;
+
+// The 'B' of an operation slice with its args.
+void op_begin_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts, const OpArgs& op,
+                   uint16_t fused_tensors, EventText* t) {
+  t->open(phase, 'B', pid, tid, ts);
+  t->lit(",\"args\":{\"dtype\":");
+  t->str(quoted_dtype(op.dtype));
+  t->lit(",\"shape\":[");
+  const int kept = op.ndim < kMaxInlineDims ? op.ndim : kMaxInlineDims;
+  for (int d = 0; d < kept; ++d) {
+    if (d != 0) t->chr(',');
+    t->num(op.dims[d]);
+  }
+  t->chr(']');
+  if (op.ndim > kMaxInlineDims) t->lit(",\"shape_truncated\":true");
+  t->lit(",\"bytes\":");
+  t->num(op.bytes);
+  t->lit(",\"fused_tensors\":");
+  t->num(fused_tensors);
+  t->lit("}}");
+}
+
+// The 'E' of an operation slice; `error` is the quoted message, or empty for none.
+void op_end_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts,
+                 std::string_view error, EventText* t) {
+  t->open(phase, 'E', pid, tid, ts);
+  if (!error.empty()) {
+    t->lit(",\"args\":{\"error\":");
+    t->str(error);
+    t->chr('}');
+  }
+  t->chr('}');
+}
+
+// A leaf sub-phase: its 'B' and its 'E'.
+void span_text(std::string_view phase, int64_t pid, int64_t tid, int64_t begin, int64_t end,
+               EventText* t) {
+  t->open(phase, 'B', pid, tid, begin);
+  t->chr('}');
+  t->open(phase, 'E', pid, tid, end);
+  t->chr('}');
+}
+
+// A readiness tick: a zero-length 'X' named by the rank.
+void tick_text(int64_t pid, int64_t ts, int32_t rank, double lag_us, EventText* t) {
+  char name[24] = "\"";
+  char* end = std::to_chars(name + 1, name + sizeof(name) - 1, rank).ptr;
+  *end++ = '"';
+  t->open(std::string_view(name, static_cast<size_t>(end - name)), 'X', pid, 0, ts);
+  t->lit(",\"dur\":0,\"args\":{\"rank\":");
+  t->num(rank);
+  t->lit(",\"lag_us\":");
+  t->fixed3(lag_us);
+  t->lit("}}");
+}
+
+// The 'E' of a NEGOTIATE_<OP> slice; `error` is the quoted message, or empty for none.
+void negotiate_end_text(std::string_view phase, int64_t pid, int64_t ts, int32_t last_rank,
+                        double spread_us, std::string_view error, EventText* t) {
+  t->open(phase, 'E', pid, 0, ts);
+  t->lit(",\"args\":{\"last_rank\":");
+  t->num(last_rank);
+  t->lit(",\"spread_us\":");
+  t->fixed3(spread_us);
+  if (!error.empty()) {
+    t->lit(",\"error\":");
+    t->str(error);
+  }
+  t->lit("}}");
+}
+
+// (later - earlier) / 1000 without overflow on corrupt input; exact for real clock readings.
+double difference_us(int64_t later, int64_t earlier) {
+  return static_cast<double>(
+             static_cast<int64_t>(static_cast<uint64_t>(later) - static_cast<uint64_t>(earlier))) /
+         1e3;
+}
 
 }  // namespace
 
@@ -244,60 +324,118 @@ size_t EventFormatter::name_lane(uint32_t tensor, int16_t rank, std::string* out
   return events + 2;
 }
 
+const std::string& EventFormatter::quoted_phase(Phase phase) const {
+  const auto index = static_cast<size_t>(phase);
+  return quoted_phases_[index < static_cast<size_t>(Phase::kCount)
+                            ? index
+                            : static_cast<size_t>(Phase::kCount)];
+}
+
+const std::string& EventFormatter::error_text(uint32_t error_string) {
+  return error_string != 0 ? quoted(error_string) : no_error_;
+}
+
+void EventFormatter::add_to_batch(const Record& record) {
+  const auto lane = static_cast<uint16_t>(record.rank);
+  if (lane >= batches_.size()) batches_.resize(size_t{lane} + 1);
+  LaneBatch& batch = batches_[lane];
+  if (record.kind == RecordKind::kBatch) {
+    batch.header = record;
+    batch.spans.clear();
+    batch.room = kOpBeginRoom + kEventRoom + 2 * kEventRoom +
+                 quoted_phase(record.phase).size() * 2 + quoted_phase(Phase::kQueue).size() * 2;
+    return;
+  }
+  if (batch.header.kind != RecordKind::kBatch ||
+      batch.spans.size() >= batch.header.args.batch.spans) {
+    return;  // no batch open on this lane, or more spans than announced: corrupt input
+  }
+  batch.spans.push_back(record);
+  batch.room += 2 * (kEventRoom + quoted_phase(record.phase).size());
+}
+
+size_t EventFormatter::append_batch_tensor(const Record& record, std::string* out) {
+  const auto lane = static_cast<uint16_t>(record.rank);
+  if (lane >= batches_.size()) return 0;
+  const LaneBatch& batch = batches_[lane];
+  const Record& header = batch.header;
+  // A tensor whose batch header or sub-phases did not arrive (dropped, corrupt) is left out
+  // rather than given another batch's times.
+  if (header.kind != RecordKind::kBatch || batch.spans.size() != header.args.batch.spans) return 0;
+  const size_t events = name_lane(record.tensor, record.rank, out);
+  const std::string& error = error_text(header.args.batch.error_string);
+  const std::string& phase = quoted_phase(header.phase);
+  const std::string& queue = quoted_phase(Phase::kQueue);
+  const int64_t pid = int64_t{record.tensor} + 1;
+  const int64_t tid = int64_t{record.rank} + 1;
+  EventText t(out, batch.room + error.size());
+  op_begin_text(phase, pid, tid, header.ts_ns - start_ns_, record.args.op,
+                header.args.batch.fused_tensors, &t);
+  span_text(queue, pid, tid, header.ts_ns - start_ns_, header.args.batch.start_ns - start_ns_, &t);
+  for (const Record& span : batch.spans) {
+    span_text(quoted_phase(span.phase), pid, tid, span.ts_ns - start_ns_, span.end_ns - start_ns_,
+              &t);
+  }
+  op_end_text(phase, pid, tid, header.end_ns - start_ns_, error, &t);
+  return events + 4 + 2 * batch.spans.size();
+}
+
+size_t EventFormatter::append_negotiation(const Record& record, std::string* out) {
+  const NegotiationArgs& n = record.args.negotiation;
+  const int ticks = n.ticks < kMaxInlineTicks ? n.ticks : kMaxInlineTicks;
+  if (ticks == 0) return 0;  // corrupt: a negotiation has a tick per rank
+  const size_t events = name_tensor(record.tensor, out);
+  const std::string& error = error_text(n.error_string);
+  const std::string& phase = quoted_phase(record.phase);
+  const int64_t pid = int64_t{record.tensor} + 1;
+  const double spread_us = difference_us(n.ready_ns[ticks - 1], n.ready_ns[0]);
+  size_t room = 2 * kEventRoom + 2 * phase.size() + fixed3_room(spread_us) + error.size();
+  for (int i = 0; i < ticks; ++i)
+    room += kEventRoom + fixed3_room(difference_us(n.ready_ns[i], n.ready_ns[0]));
+  EventText t(out, room);
+  t.open(phase, 'B', pid, 0, record.ts_ns - start_ns_);
+  t.chr('}');
+  for (int i = 0; i < ticks; ++i) {
+    // Inside the slice even when clock-offset uncertainty puts a readiness outside it.
+    const int64_t at = std::min(std::max(n.ready_ns[i], record.ts_ns), record.end_ns);
+    tick_text(pid, at - start_ns_, n.rank[i], difference_us(n.ready_ns[i], n.ready_ns[0]), &t);
+  }
+  negotiate_end_text(phase, pid, record.end_ns - start_ns_, n.rank[ticks - 1], spread_us, error,
+                     &t);
+  return events + 2 + static_cast<size_t>(ticks);
+}
+
 size_t EventFormatter::append_record(const Record& record, std::string* out) {
   const int64_t pid = int64_t{record.tensor} + 1;
   const int64_t lane_tid = int64_t{record.rank} + 1;
   const int64_t ts = record.ts_ns - start_ns_;
-  const auto phase_index = static_cast<size_t>(record.phase);
-  const std::string& phase = quoted_phases_[phase_index < static_cast<size_t>(Phase::kCount)
-                                                ? phase_index
-                                                : static_cast<size_t>(Phase::kCount)];
+  const std::string& phase = quoted_phase(record.phase);
   switch (record.kind) {
     case RecordKind::kOpBegin: {
-      const OpArgs& op = record.args.op;
       const size_t events = name_lane(record.tensor, record.rank, out);
-      EventText t(out, kEventRoom + kOpArgsRoom + phase.size());
-      t.open(phase, 'B', pid, lane_tid, ts);
-      t.lit(",\"args\":{\"dtype\":");
-      t.str(quoted_dtype(op.dtype));
-      t.lit(",\"shape\":[");
-      const int kept = op.ndim < kMaxInlineDims ? op.ndim : kMaxInlineDims;
-      for (int d = 0; d < kept; ++d) {
-        if (d != 0) t.chr(',');
-        t.num(op.dims[d]);
-      }
-      t.chr(']');
-      if (op.ndim > kMaxInlineDims) t.lit(",\"shape_truncated\":true");
-      t.lit(",\"bytes\":");
-      t.num(op.bytes);
-      t.lit(",\"fused_tensors\":");
-      t.num(op.fused_tensors);
-      t.lit("}}");
+      EventText t(out, kOpBeginRoom + phase.size());
+      op_begin_text(phase, pid, lane_tid, ts, record.args.op, record.args.op.fused_tensors, &t);
       return events + 1;
     }
     case RecordKind::kOpEnd: {
       const size_t events = name_lane(record.tensor, record.rank, out);
-      const uint32_t error = record.args.op.error_string;
-      const std::string& error_text = error != 0 ? quoted(error) : quoted_unknown_;
-      EventText t(out, kEventRoom + phase.size() + error_text.size());
-      t.open(phase, 'E', pid, lane_tid, ts);
-      if (error != 0) {
-        t.lit(",\"args\":{\"error\":");
-        t.str(error_text);
-        t.chr('}');
-      }
-      t.chr('}');
+      const std::string& error = error_text(record.args.op.error_string);
+      EventText t(out, kEventRoom + phase.size() + error.size());
+      op_end_text(phase, pid, lane_tid, ts, error, &t);
       return events + 1;
     }
     case RecordKind::kSpan: {
       const size_t events = name_lane(record.tensor, record.rank, out);
       EventText t(out, 2 * (kEventRoom + phase.size()));
-      t.open(phase, 'B', pid, lane_tid, ts);
-      t.chr('}');
-      t.open(phase, 'E', pid, lane_tid, record.end_ns - start_ns_);
-      t.chr('}');
+      span_text(phase, pid, lane_tid, ts, record.end_ns - start_ns_, &t);
       return events + 2;
     }
+    case RecordKind::kBatch:
+    case RecordKind::kBatchSpan:
+      add_to_batch(record);
+      return 0;
+    case RecordKind::kBatchTensor:
+      return append_batch_tensor(record, out);
     case RecordKind::kNegotiateBegin: {
       const size_t events = name_tensor(record.tensor, out);
       EventText t(out, kEventRoom + phase.size());
@@ -308,36 +446,19 @@ size_t EventFormatter::append_record(const Record& record, std::string* out) {
     case RecordKind::kTick: {
       const size_t events = name_tensor(record.tensor, out);
       EventText t(out, kEventRoom + fixed3_room(record.args.tick.lag_us));
-      char name[24] = "\"";
-      char* end = std::to_chars(name + 1, name + sizeof(name) - 1, record.args.tick.rank).ptr;
-      *end++ = '"';
-      t.open(std::string_view(name, static_cast<size_t>(end - name)), 'X', pid, 0, ts);
-      t.lit(",\"dur\":0,\"args\":{\"rank\":");
-      t.num(record.args.tick.rank);
-      t.lit(",\"lag_us\":");
-      t.fixed3(record.args.tick.lag_us);
-      t.lit("}}");
+      tick_text(pid, ts, record.args.tick.rank, record.args.tick.lag_us, &t);
       return events + 1;
     }
     case RecordKind::kNegotiateEnd: {
       const NegotiateEndArgs& negotiate = record.args.negotiate;
       const size_t events = name_tensor(record.tensor, out);
-      const std::string& error_text =
-          negotiate.error_string != 0 ? quoted(negotiate.error_string) : quoted_unknown_;
-      EventText t(out,
-                  kEventRoom + phase.size() + fixed3_room(negotiate.spread_us) + error_text.size());
-      t.open(phase, 'E', pid, 0, ts);
-      t.lit(",\"args\":{\"last_rank\":");
-      t.num(negotiate.last_rank);
-      t.lit(",\"spread_us\":");
-      t.fixed3(negotiate.spread_us);
-      if (negotiate.error_string != 0) {
-        t.lit(",\"error\":");
-        t.str(error_text);
-      }
-      t.lit("}}");
+      const std::string& error = error_text(negotiate.error_string);
+      EventText t(out, kEventRoom + phase.size() + fixed3_room(negotiate.spread_us) + error.size());
+      negotiate_end_text(phase, pid, ts, negotiate.last_rank, negotiate.spread_us, error, &t);
       return events + 1;
     }
+    case RecordKind::kNegotiation:
+      return append_negotiation(record, out);
     case RecordKind::kCycle: {
       EventText t(out, kEventRoom);
       t.lit(",\n{\"name\":\"CYCLE_START\",\"ph\":\"i\",\"s\":\"p\",\"pid\":0,\"tid\":0,\"ts\":");

@@ -36,8 +36,21 @@ class EventFormatter {
     std::vector<bool> lanes_named;  // by (uint16_t) rank: thread metadata written
   };
 
+  // The lane's current fused batch (RecordKind::kBatch and its kBatchSpan records).
+  struct LaneBatch {
+    Record header;  // kind kBatch once a batch was seen on the lane
+    std::vector<Record> spans;
+    size_t room = 0;  // text room for one tensor's events, less its error message
+  };
+
   // The string with id `id`, escaped and quoted, cached after its first use.
   const std::string& quoted(uint32_t id);
+  const std::string& quoted_phase(Phase phase) const;
+  // The quoted error message with id `error_string`, or "" for 0 (no error).
+  const std::string& error_text(uint32_t error_string);
+  void add_to_batch(const Record& record);
+  size_t append_batch_tensor(const Record& record, std::string* out);
+  size_t append_negotiation(const Record& record, std::string* out);
   TensorState& tensor_state(uint32_t tensor);
   size_t name_tensor(uint32_t tensor, std::string* out);
   size_t name_lane(uint32_t tensor, int16_t rank, std::string* out);
@@ -50,6 +63,8 @@ class EventFormatter {
   std::vector<TensorState> tensors_;
   std::unordered_map<uint32_t, TensorState> sparse_tensors_;
   std::string quoted_unknown_ = "\"\"";
+  const std::string no_error_;
+  std::vector<LaneBatch> batches_;  // by (uint16_t) rank
   std::vector<std::string> quoted_phases_;
 };
 

@@ -52,7 +52,25 @@ enum class RecordKind : uint8_t {
   kCycle,           // CYCLE_START instant on pid 0; args.cycle
   kInstant,         // a global instant on pid 0 (stall, dead rank); args.instant
   kCounter,         // a counter track sample on pid 0; args.counter
+  // A fused batch executed on lane `rank`, in one record per tensor instead of one per event:
+  // a kBatch, then its args.batch.spans kBatchSpan records, then one kBatchTensor per tensor,
+  // pushed in that order by one thread. The writer expands each kBatchTensor into the same
+  // events as kOpBegin, kSpan (QUEUE and the sub-phases) and kOpEnd would give.
+  kBatch,        // ts_ns: the response's arrival; end_ns: the operation's end; args.batch
+  kBatchSpan,    // a sub-phase of the lane's current batch, ts_ns to end_ns
+  kBatchTensor,  // one tensor of the lane's current batch; args.op without fused_tensors/error
+  // A whole NEGOTIATE_<OP> slice with every rank's tick, on the negotiate thread: ts_ns its
+  // begin, end_ns its end; args.negotiation. For up to kMaxInlineTicks ranks; with more, a
+  // negotiation is recorded as kNegotiateBegin, kTick per rank, kNegotiateEnd.
+  kNegotiation,
 };
+inline constexpr RecordKind kLastRecordKind = RecordKind::kNegotiation;
+
+// Whether a record of this kind carries a timestamp in end_ns (converted between clocks too).
+inline bool has_end_ns(RecordKind kind) {
+  return kind == RecordKind::kSpan || kind == RecordKind::kBatch ||
+         kind == RecordKind::kBatchSpan || kind == RecordKind::kNegotiation;
+}
 
 inline constexpr int kMaxInlineDims = 8;
 
@@ -65,6 +83,13 @@ struct OpArgs {
   int64_t dims[kMaxInlineDims];
 };
 
+struct BatchArgs {
+  uint16_t spans;          // kBatchSpan records that follow
+  uint16_t fused_tensors;  // tensors executed together (the fused_tensors arg)
+  uint32_t error_string;   // StringTable id of an error message, 0 when none
+  int64_t start_ns;        // execution start: the end of QUEUE
+};
+
 struct TickArgs {
   int32_t rank;
   double lag_us;  // behind the first rank to become ready
@@ -74,6 +99,18 @@ struct NegotiateEndArgs {
   int32_t last_rank;
   uint32_t error_string;  // StringTable id of an error message (mismatch), 0 when none
   double spread_us;       // last rank's readiness minus first rank's
+};
+
+inline constexpr int kMaxInlineTicks = 6;
+
+// The writer derives the rest: each tick at min(max(ready_ns[i], ts_ns), end_ns) with lag
+// ready_ns[i] - ready_ns[0]; last_rank and spread from the last tick.
+struct NegotiationArgs {
+  uint32_t error_string;  // StringTable id of an error message (mismatch), 0 when none
+  uint16_t ticks;         // ranks, in readiness order
+  uint16_t reserved;
+  int32_t rank[kMaxInlineTicks];
+  int64_t ready_ns[kMaxInlineTicks];  // when the rank became ready (rank 0's clock), unclamped
 };
 
 struct CycleArgs {
@@ -95,20 +132,23 @@ struct CounterArgs {
 // recording rank's clock), in the same time base as the writer's run start.
 struct Record {
   int64_t ts_ns = 0;
-  int64_t end_ns = 0;   // kSpan only
+  int64_t end_ns = 0;   // see has_end_ns()
   uint32_t tensor = 0;  // tensor id from the StringTable (its name); pid is tensor + 1
   int16_t rank = 0;     // lane: thread 1 + rank on the tensor's process
   RecordKind kind = RecordKind::kSpan;
   Phase phase = Phase::kQueue;
   union {
     OpArgs op;
+    BatchArgs batch;
     TickArgs tick;
     NegotiateEndArgs negotiate;
+    NegotiationArgs negotiation;
     CycleArgs cycle;
     InstantArgs instant;
     CounterArgs counter;
   } args{};
 };
 static_assert(std::is_trivially_copyable_v<Record>, "records are shipped between ranks as bytes");
+static_assert(sizeof(NegotiationArgs) <= sizeof(OpArgs), "inline ticks must not grow Record");
 
 }  // namespace ranktime::timeline
