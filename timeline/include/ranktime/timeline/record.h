@@ -54,8 +54,9 @@ enum class RecordKind : uint8_t {
   kCounter,         // a counter track sample on pid 0; args.counter
   // A fused batch executed on lane `rank`, in one record per tensor instead of one per event:
   // a kBatch, then its args.batch.spans kBatchSpan records, then one kBatchTensor per tensor,
-  // pushed in that order by one thread. The writer expands each kBatchTensor into the same
-  // events as kOpBegin, kSpan (QUEUE and the sub-phases) and kOpEnd would give.
+  // in that order, in one push (a full buffer or outbox keeps a prefix, so a tensor record
+  // never outlives its header). The writer expands each kBatchTensor into the same events as
+  // kOpBegin, kSpan (QUEUE and the sub-phases) and kOpEnd would give.
   kBatch,        // ts_ns: the response's arrival; end_ns: the operation's end; args.batch
   kBatchSpan,    // a sub-phase of the lane's current batch, ts_ns to end_ns
   kBatchTensor,  // one tensor of the lane's current batch; args.op without fused_tensors/error
