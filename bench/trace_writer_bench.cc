@@ -1,5 +1,7 @@
 // TraceWriter throughput: a producer thread pushes a realistic record mix (negotiations with
-// per-rank ticks, operation slices with sub-phase spans) and the writer formats and writes it.
+// per-rank ticks, operation slices with sub-phase spans) and the writer formats and writes it;
+// once as one record per event, once as the runtime records it (a negotiation in one record, a
+// fused batch as a header, its sub-phases and one record per tensor).
 // Reports events/s end to end (first push -> close() done), bytes per event and ns per push().
 //
 //   trace_writer_bench [records (default 5000000)] [path (default /tmp/ranktime_bench.json)]
@@ -23,17 +25,100 @@ namespace {
 
 constexpr int kRanks = 4;
 constexpr int kTensors = 100;
+constexpr int kTensorsPerBatch = 10;     // compact records: fused batches of this many
 constexpr int64_t kStepNs = 10'000'000;  // one training step every 10 ms
 
-// One training step's records, in the order rank 0's runtime produces them: each tensor's
-// negotiation (begin, a tick per rank, end), then every rank's operation slices.
-std::vector<rt::Record> one_step(rt::StringTable& strings) {
+rt::OpArgs conv_args() {
+  rt::OpArgs op{};
+  op.dtype = 6;
+  op.ndim = 4;
+  op.fused_tensors = 12;
+  op.bytes = 4 * 256 * 256 * 3 * 3;
+  op.dims[0] = 256;
+  op.dims[1] = 256;
+  op.dims[2] = 3;
+  op.dims[3] = 3;
+  return op;
+}
+
+// Sub-phases of 3.333 us each from `*at` on, as records of `kind` on lane `rank`; advances *at.
+void append_spans(rt::RecordKind kind, uint32_t tensor, int16_t rank, const rt::Phase* phases,
+                  size_t n, int64_t* at, std::vector<rt::Record>* out) {
+  for (size_t i = 0; i < n; ++i) {
+    rt::Record span;
+    span.tensor = tensor;
+    span.rank = rank;
+    span.kind = kind;
+    span.phase = phases[i];
+    span.ts_ns = *at;
+    span.end_ns = *at + 3'333;
+    *at = span.end_ns;
+    out->push_back(span);
+  }
+}
+
+const rt::Phase kSubPhases[] = {rt::Phase::kMemcpyInFusionBuffer, rt::Phase::kMpiAllreduce,
+                                rt::Phase::kMemcpyOutFusionBuffer};
+
+// The same step as the runtime records it: one kNegotiation per tensor; per rank, fused batches
+// of kTensorsPerBatch (a kBatch, its kBatchSpans, a kBatchTensor per tensor).
+std::vector<rt::Record> compact_step(const std::vector<uint32_t>& tensors) {
+  std::vector<rt::Record> step;
+  for (int t = 0; t < kTensors; ++t) {
+    rt::Record r;
+    r.tensor = tensors[t];
+    r.ts_ns = 1000 * t;
+    r.end_ns = r.ts_ns + 200;
+    r.kind = rt::RecordKind::kNegotiation;
+    r.phase = rt::Phase::kNegotiateAllreduce;
+    r.args.negotiation.ticks = kRanks;
+    for (int rank = 0; rank < kRanks; ++rank) {
+      r.args.negotiation.rank[rank] = rank;
+      r.args.negotiation.ready_ns[rank] = r.ts_ns + 37 * rank;
+    }
+    step.push_back(r);
+  }
+  for (int rank = 0; rank < kRanks; ++rank) {
+    for (int first = 0; first < kTensors; first += kTensorsPerBatch) {
+      rt::Record header;
+      header.rank = static_cast<int16_t>(rank);
+      header.kind = rt::RecordKind::kBatch;
+      header.phase = rt::Phase::kAllreduce;
+      header.ts_ns = 200'000 + 20'000 * first + 1'234 * rank;
+      header.args.batch.spans = sizeof(kSubPhases) / sizeof(kSubPhases[0]);
+      header.args.batch.fused_tensors = kTensorsPerBatch;
+      header.args.batch.start_ns = header.ts_ns + 3'333;
+      int64_t at = header.args.batch.start_ns;
+      std::vector<rt::Record> spans;
+      append_spans(rt::RecordKind::kBatchSpan, 0, header.rank, kSubPhases,
+                   sizeof(kSubPhases) / sizeof(kSubPhases[0]), &at, &spans);
+      header.end_ns = at;
+      step.push_back(header);
+      step.insert(step.end(), spans.begin(), spans.end());
+      for (int t = first; t < first + kTensorsPerBatch && t < kTensors; ++t) {
+        rt::Record tensor;
+        tensor.tensor = tensors[t];
+        tensor.rank = header.rank;
+        tensor.kind = rt::RecordKind::kBatchTensor;
+        tensor.phase = rt::Phase::kAllreduce;
+        tensor.args.op = conv_args();
+        step.push_back(tensor);
+      }
+    }
+  }
+  return step;
+}
+
+// One training step's records, in the order rank 0's runtime produces them, as one record per
+// event (`compact` false) or in the runtime's compact records.
+std::vector<rt::Record> one_step(rt::StringTable& strings, bool compact) {
   std::vector<rt::Record> step;
   std::vector<uint32_t> tensors;
   for (int t = 0; t < kTensors; ++t) {
     tensors.push_back(strings.intern("layer" + std::to_string(t / 4) + "." + std::to_string(t % 4) +
                                      ".conv.weight"));
   }
+  if (compact) return compact_step(tensors);
   for (int t = 0; t < kTensors; ++t) {
     rt::Record r;
     r.tensor = tensors[t];
@@ -65,29 +150,13 @@ std::vector<rt::Record> one_step(rt::StringTable& strings) {
       op.ts_ns = b;
       op.kind = rt::RecordKind::kOpBegin;
       op.phase = rt::Phase::kAllreduce;
-      op.args.op.dtype = 6;
-      op.args.op.ndim = 4;
-      op.args.op.fused_tensors = 12;
-      op.args.op.bytes = 4 * 256 * 256 * 3 * 3;
-      op.args.op.dims[0] = 256;
-      op.args.op.dims[1] = 256;
-      op.args.op.dims[2] = 3;
-      op.args.op.dims[3] = 3;
+      op.args.op = conv_args();
       step.push_back(op);
       const rt::Phase phases[] = {rt::Phase::kQueue, rt::Phase::kMemcpyInFusionBuffer,
                                   rt::Phase::kMpiAllreduce, rt::Phase::kMemcpyOutFusionBuffer};
       int64_t at = b;
-      for (rt::Phase phase : phases) {
-        rt::Record span;
-        span.tensor = tensors[t];
-        span.rank = op.rank;
-        span.kind = rt::RecordKind::kSpan;
-        span.phase = phase;
-        span.ts_ns = at;
-        span.end_ns = at + 3'333;
-        at = span.end_ns;
-        step.push_back(span);
-      }
+      append_spans(rt::RecordKind::kSpan, tensors[t], op.rank, phases,
+                   sizeof(phases) / sizeof(phases[0]), &at, &step);
       rt::Record end = op;
       end.kind = rt::RecordKind::kOpEnd;
       end.ts_ns = at;
@@ -107,9 +176,10 @@ struct Result {
 };
 
 // Pushes `records` records; with `records_per_second` > 0 the producer is paced to that rate.
-Result run(const std::string& path, size_t capacity, uint64_t records, double records_per_second) {
+Result run(const std::string& path, size_t capacity, uint64_t records, double records_per_second,
+           bool compact = false) {
   rt::StringTable strings;
-  const std::vector<rt::Record> step = one_step(strings);
+  const std::vector<rt::Record> step = one_step(strings, compact);
   rt::RunMetadata metadata;
   metadata.ranks = kRanks;
   metadata.hostnames.assign(kRanks, "bench-host");
@@ -163,7 +233,7 @@ Result run(const std::string& path, size_t capacity, uint64_t records, double re
 // producer never waits for it.
 double push_only_ns(const std::string& path) {
   rt::StringTable strings;
-  const std::vector<rt::Record> step = one_step(strings);
+  const std::vector<rt::Record> step = one_step(strings, false);
   rt::TraceWriterOptions options;
   options.path = path;
   options.flush_interval = std::chrono::hours(1);
@@ -203,6 +273,8 @@ int main(int argc, char** argv) {
               "ns/push", "events/s", "B/event");
   // Capacity for every record: nothing can drop, so this is the writer's own rate.
   print("burst, capacity = records", run(path, records, records, 0), false);
+  // The records the runtime pushes (about 5 events each here): same writer, fewer records.
+  print("burst, compact records", run(path, records / 5, records / 5, 0, true), false);
   // The default buffer against an unpaced producer: what a burst beyond it loses.
   const std::string burst_default = "burst, capacity = " + std::to_string(default_capacity);
   print(burst_default.c_str(), run(path, default_capacity, records, 0), false);

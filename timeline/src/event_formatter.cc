@@ -61,6 +61,15 @@ constexpr size_t kOpArgsRoom = 128 + kMaxInlineDims * 21;
 // Room for write_fixed3(value): its full bound only for values no run produces.
 size_t fixed3_room(double value) { return std::fabs(value) < 1e15 ? 24 : json::kMaxFixed3; }
 
+// Where an event's pid goes: the number, or (for a fused batch's text shared by its tensors) a
+// cut at which each tensor's pid is inserted later.
+struct PidSlot {
+  PidSlot(int64_t value) : pid(value) {}  // NOLINT: a plain pid converts
+  explicit PidSlot(std::vector<size_t>* cut_list) : cuts(cut_list) {}
+  int64_t pid = 0;
+  std::vector<size_t>* cuts = nullptr;
+};
+
 // One event's text, written straight into the output string: room for `room` bytes is made up
 // front, so each piece below is a plain copy with no capacity check (the writer's hot path; one
 // resize per event instead of a dozen appends). The string is cut back to what was written.
@@ -72,9 +81,8 @@ class EventText {
     p_ = out->data() + start;
   }
   ~EventText() {
-    const size_t written = static_cast<size_t>(p_ - out_->data());
-    if (written > out_->size()) std::abort();  // a room above is too small: a bug, not input
-    out_->resize(written);
+    if (written() > out_->size()) std::abort();  // a room above is too small: a bug, not input
+    out_->resize(written());
   }
   EventText(const EventText&) = delete;
   EventText& operator=(const EventText&) = delete;
@@ -94,14 +102,21 @@ class EventText {
   void fixed3(double value) { p_ = json::write_fixed3(p_, value); }
   void dbl(double value) { p_ = json::write_double(p_, value); }
 
+  // Bytes written so far into the output string.
+  size_t written() const { return static_cast<size_t>(p_ - out_->data()); }
+
   // `,\n{"name":<quoted_name>,"ph":"<ph>","pid":P,"tid":T,"ts":TS` (no closing brace).
-  void open(std::string_view quoted_name, char ph, int64_t pid, int64_t tid, int64_t ts) {
+  void open(std::string_view quoted_name, char ph, const PidSlot& pid, int64_t tid, int64_t ts) {
     lit(",\n{\"name\":");
     str(quoted_name);
     lit(",\"ph\":\"");
     chr(ph);
     lit("\",\"pid\":");
-    num(pid);
+    if (pid.cuts != nullptr) {
+      pid.cuts->push_back(written());
+    } else {
+      num(pid.pid);
+    }
     lit(",\"tid\":");
     num(tid);
     lit(",\"ts\":");
@@ -116,9 +131,8 @@ class EventText {
 constexpr size_t kOpBeginRoom = kEventRoom + kOpArgsRoom;
 
 // The 'B' of an operation slice with its args.
-void op_begin_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts, const OpArgs& op,
-                   uint16_t fused_tensors, EventText* t) {
-  t->open(phase, 'B', pid, tid, ts);
+// An operation slice's args and the event's closing brace.
+void op_args_text(const OpArgs& op, uint16_t fused_tensors, EventText* t) {
   t->lit(",\"args\":{\"dtype\":");
   t->str(quoted_dtype(op.dtype));
   t->lit(",\"shape\":[");
@@ -136,8 +150,15 @@ void op_begin_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts,
   t->lit("}}");
 }
 
+// The 'B' of an operation slice with its args.
+void op_begin_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts, const OpArgs& op,
+                   uint16_t fused_tensors, EventText* t) {
+  t->open(phase, 'B', pid, tid, ts);
+  op_args_text(op, fused_tensors, t);
+}
+
 // The 'E' of an operation slice; `error` is the quoted message, or empty for none.
-void op_end_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts,
+void op_end_text(std::string_view phase, const PidSlot& pid, int64_t tid, int64_t ts,
                  std::string_view error, EventText* t) {
   t->open(phase, 'E', pid, tid, ts);
   if (!error.empty()) {
@@ -149,7 +170,7 @@ void op_end_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts,
 }
 
 // A leaf sub-phase: its 'B' and its 'E'.
-void span_text(std::string_view phase, int64_t pid, int64_t tid, int64_t begin, int64_t end,
+void span_text(std::string_view phase, const PidSlot& pid, int64_t tid, int64_t begin, int64_t end,
                EventText* t) {
   t->open(phase, 'B', pid, tid, begin);
   t->chr('}');
@@ -342,8 +363,7 @@ void EventFormatter::add_to_batch(const Record& record) {
   if (record.kind == RecordKind::kBatch) {
     batch.header = record;
     batch.spans.clear();
-    batch.room = kOpBeginRoom + kEventRoom + 2 * kEventRoom +
-                 quoted_phase(record.phase).size() * 2 + quoted_phase(Phase::kQueue).size() * 2;
+    batch.rendered = false;
     return;
   }
   if (batch.header.kind != RecordKind::kBatch ||
@@ -351,33 +371,60 @@ void EventFormatter::add_to_batch(const Record& record) {
     return;  // no batch open on this lane, or more spans than announced: corrupt input
   }
   batch.spans.push_back(record);
-  batch.room += 2 * (kEventRoom + quoted_phase(record.phase).size());
+}
+
+void EventFormatter::render_batch(LaneBatch* batch) {
+  const Record& header = batch->header;
+  const std::string& phase = quoted_phase(header.phase);
+  const std::string& queue = quoted_phase(Phase::kQueue);
+  const std::string& error = error_text(header.args.batch.error_string);
+  size_t room = 2 * (kEventRoom + phase.size()) + error.size() + 2 * (kEventRoom + queue.size());
+  for (const Record& span : batch->spans)
+    room += 2 * (kEventRoom + quoted_phase(span.phase).size());
+  batch->text.clear();
+  batch->cuts.clear();
+  const PidSlot pid(&batch->cuts);
+  const int64_t tid = int64_t{header.rank} + 1;
+  EventText t(&batch->text, room);
+  t.open(phase, 'B', pid, tid, header.ts_ns - start_ns_);
+  batch->cuts.push_back(t.written());  // the tensor's own args go here
+  span_text(queue, pid, tid, header.ts_ns - start_ns_, header.args.batch.start_ns - start_ns_, &t);
+  for (const Record& span : batch->spans) {
+    span_text(quoted_phase(span.phase), pid, tid, span.ts_ns - start_ns_, span.end_ns - start_ns_,
+              &t);
+  }
+  op_end_text(phase, pid, tid, header.end_ns - start_ns_, error, &t);
+  batch->rendered = true;
 }
 
 size_t EventFormatter::append_batch_tensor(const Record& record, std::string* out) {
   const auto lane = static_cast<uint16_t>(record.rank);
   if (lane >= batches_.size()) return 0;
-  const LaneBatch& batch = batches_[lane];
+  LaneBatch& batch = batches_[lane];
   const Record& header = batch.header;
   // A tensor whose batch header or sub-phases did not arrive (dropped, corrupt) is left out
   // rather than given another batch's times.
   if (header.kind != RecordKind::kBatch || batch.spans.size() != header.args.batch.spans) return 0;
+  if (!batch.rendered) render_batch(&batch);
   const size_t events = name_lane(record.tensor, record.rank, out);
-  const std::string& error = error_text(header.args.batch.error_string);
-  const std::string& phase = quoted_phase(header.phase);
-  const std::string& queue = quoted_phase(Phase::kQueue);
-  const int64_t pid = int64_t{record.tensor} + 1;
-  const int64_t tid = int64_t{record.rank} + 1;
-  EventText t(out, batch.room + error.size());
-  op_begin_text(phase, pid, tid, header.ts_ns - start_ns_, record.args.op,
-                header.args.batch.fused_tensors, &t);
-  span_text(queue, pid, tid, header.ts_ns - start_ns_, header.args.batch.start_ns - start_ns_, &t);
-  for (const Record& span : batch.spans) {
-    span_text(quoted_phase(span.phase), pid, tid, span.ts_ns - start_ns_, span.end_ns - start_ns_,
-              &t);
+  // The batch's text with this tensor's pid at every cut but the second, its args there.
+  char pid[24];
+  const size_t pid_size = static_cast<size_t>(
+      std::to_chars(pid, pid + sizeof(pid), int64_t{record.tensor} + 1).ptr - pid);
+  const std::string_view text = batch.text;
+  EventText t(out, text.size() + batch.cuts.size() * pid_size + kOpArgsRoom);
+  size_t from = 0;
+  for (size_t i = 0; i < batch.cuts.size(); ++i) {
+    t.str(text.substr(from, batch.cuts[i] - from));
+    if (i == 1) {
+      op_args_text(record.args.op, header.args.batch.fused_tensors, &t);
+    } else {
+      t.str(std::string_view(pid, pid_size));
+    }
+    from = batch.cuts[i];
   }
-  op_end_text(phase, pid, tid, header.end_ns - start_ns_, error, &t);
-  return events + 4 + 2 * batch.spans.size();
+  t.str(text.substr(from));
+  return events + batch.cuts.size() - 1;
 }
 
 size_t EventFormatter::append_negotiation(const Record& record, std::string* out) {

@@ -40,7 +40,11 @@ class EventFormatter {
   struct LaneBatch {
     Record header;  // kind kBatch once a batch was seen on the lane
     std::vector<Record> spans;
-    size_t room = 0;  // text room for one tensor's events, less its error message
+    // Rendered on the batch's first tensor: every event's text, the same for all its tensors
+    // but for the pid (inserted at each cut) and the operation's args (at the second cut).
+    bool rendered = false;
+    std::string text;
+    std::vector<size_t> cuts;
   };
 
   // The string with id `id`, escaped and quoted, cached after its first use.
@@ -49,6 +53,7 @@ class EventFormatter {
   // The quoted error message with id `error_string`, or "" for 0 (no error).
   const std::string& error_text(uint32_t error_string);
   void add_to_batch(const Record& record);
+  void render_batch(LaneBatch* batch);
   size_t append_batch_tensor(const Record& record, std::string* out);
   size_t append_negotiation(const Record& record, std::string* out);
   TensorState& tensor_state(uint32_t tensor);
