@@ -1,7 +1,8 @@
 // Device tensors through the public API (ranktime::allreduce_async & co.), on every rank under
 // mpirun: every op x dtype exact, a producer's ready event, and with the timeline on, a trace that
-// passes `ranktime check` (GPU phases nest, never overlap) and a step-time ratio on/off for the
-// ResNet-50 gradient set. Needs the runtime to route device tensors to the GPU backend.
+// passes `ranktime check` (GPU phases nest, never overlap); it prints the step-time ratio on/off
+// for the ResNet-50 gradient set (a figure, not asserted: tests never assert on wall-clock time,
+// the target is bench/gpu_bench's). Needs the runtime to route device tensors to the GPU backend.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -176,7 +177,6 @@ TEST_F(GpuApi, TimelineTraceAndOnOffRatioOnResNet50) {
     std::printf("ResNet-50 set, %d ranks: step %.3f ms timeline off, %.3f ms on, ratio %.3f\n",
                 size(), off * 1e3, on * 1e3, on / off);
   }
-  EXPECT_LE(on / off, 1.10);
 
   if (rank() != 0) return;
   timeline::TraceChecker checker;
