@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -16,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
+#include "config.h"
 #include "ranktime/ranktime.h"
 #include "workload.h"
 
@@ -86,8 +86,7 @@ int main(int argc, char** argv) {
   // (what ranktime does, to show what its chunking buys and what its own overhead is), ranktime.
   if (!idle_only) {
     std::vector<float> a(16 << 20, 1.0f);
-    const char* chunk_env = std::getenv("RANKTIME_ALLREDUCE_CHUNK");
-    const int64_t chunk_bytes = chunk_env ? std::atoll(chunk_env) : int64_t{4} << 20;
+    const int64_t chunk_bytes = ranktime::config_from_environment().allreduce_chunk;
     const int64_t chunk = chunk_bytes > 0 ? std::max<int64_t>(1, chunk_bytes / 4) : a.size();
     std::vector<double> raw, raw_chunked, rt;
     for (int i = 0; i < reps; ++i) {  // interleaved, so drift in machine load hits all alike

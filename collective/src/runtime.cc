@@ -394,11 +394,7 @@ void Runtime::loop() {
   while (!finished_) {
     bool progressed = rank_ == 0 ? coordinator_step() : worker_step();
     progressed = deliver_gpu_completions() || progressed;
-    if (peer_timeout_ns_ > 0 && !finished_) {
-      const int64_t now_ns = clock_.now_ns();
-      send_heartbeats(now_ns);
-      check_peers(now_ns);
-    }
+    if (!finished_) tend_peers();
     if (finished_) break;
     auto now = std::chrono::steady_clock::now();
     if (progressed) {
@@ -424,8 +420,19 @@ void Runtime::loop() {
 // ---------------------------------------------------------------------------------------------
 // Liveness
 
+void Runtime::tend_peers() {
+  if (peer_timeout_ns_ == 0) return;
+  const int64_t now = clock_.now_ns();
+  send_heartbeats(now);
+  check_peers(now);
+}
+
+std::string Runtime::peer_timeout_setting() const {
+  return "RANKTIME_PEER_TIMEOUT_S=" + seconds_text(peer_timeout_ns_);
+}
+
 void Runtime::send_heartbeats(int64_t now) {
-  if (heartbeat_ns_ == 0 || now - last_sent_ns_ < heartbeat_ns_) return;
+  if (now - last_sent_ns_ < heartbeat_ns_) return;
   if (rank_ == 0) {
     ResponseList list;  // nothing to execute: "rank 0 is alive" (and a clock sample)
     list.cycle = cycle_;
@@ -448,14 +455,13 @@ void Runtime::set_executing(const Response* response, int64_t since_ns) {
 }
 
 void Runtime::check_peers(int64_t now) {
-  if (peer_timeout_ns_ == 0 || now - last_peer_check_ns_ < kPeerCheckIntervalNs) return;
+  if (now - last_peer_check_ns_ < kPeerCheckIntervalNs) return;
   last_peer_check_ns_ = now;
-  const std::string setting = "(RANKTIME_PEER_TIMEOUT_S=" + seconds_text(peer_timeout_ns_) + ")";
   if (rank_ != 0) {
     if (silent_ns(0, now) <= peer_timeout_ns_) return;
     peer_lost_ = true;
     const std::string reason = "rank 0 has sent nothing for " + seconds_text(silent_ns(0, now)) +
-                               " s " + setting + ": it died or hangs";
+                               " s (" + peer_timeout_setting() + "): it died or hangs";
     RANKTIME_LOG(kError, reason);
     fail_everything("ranktime has stopped: " + reason);
     finished_ = true;
@@ -473,7 +479,7 @@ void Runtime::check_peers(int64_t now) {
   }
   if (first_lost < 0) return;
   peer_lost_ = true;
-  const std::string reason = lost + " " + setting + ": it died or hangs";
+  const std::string reason = lost + " (" + peer_timeout_setting() + "): it died or hangs";
   RANKTIME_LOG(kError, reason);
   timeline_->instant("PEER_LOST", reason, now);
   request_shutdown_everywhere(first_lost, reason);
@@ -502,8 +508,8 @@ void Runtime::watch_collectives() {
     hung_ = true;
     peer_lost_ = true;
     const std::string reason = "rank " + std::to_string(rank_) + ": the " + what +
-                               " has not returned after " + seconds_text(stuck_ns) +
-                               " s (RANKTIME_PEER_TIMEOUT_S=" + seconds_text(peer_timeout_ns_) +
+                               " has not returned after " + seconds_text(stuck_ns) + " s (" +
+                               peer_timeout_setting() +
                                "): another rank probably died or hangs; ranktime has stopped";
     RANKTIME_LOG(kError, reason);
     if (rank_ == 0) {
@@ -745,11 +751,7 @@ void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, 
       sleep = std::chrono::microseconds(1);
       continue;
     }
-    if (peer_timeout_ns_ > 0) {  // a rank that died meanwhile is not waited for
-      const int64_t now = clock_.now_ns();
-      send_heartbeats(now);
-      check_peers(now);
-    }
+    tend_peers();  // a rank that died meanwhile is not waited for
     std::string missing;
     for (int r = 1; r < size_; ++r) {
       if (lost_[r]) continue;

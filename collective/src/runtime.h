@@ -104,8 +104,12 @@ class Runtime {
 
   // Liveness (RANKTIME_PEER_TIMEOUT_S), background thread: heartbeats to the ranks this rank
   // talks to when it has sent nothing else lately, and peers silent for too long declared lost.
-  void send_heartbeats(int64_t now_ns);  // rank 0
+  // Both, when a peer timeout is set.
+  void tend_peers();
+  void send_heartbeats(int64_t now_ns);
   void check_peers(int64_t now_ns);
+  // "RANKTIME_PEER_TIMEOUT_S=<s>", for messages.
+  std::string peer_timeout_setting() const;
   // How long `rank` (on rank 0; elsewhere rank 0) has not been heard from: no message and no
   // completed collective.
   int64_t silent_ns(int rank, int64_t now_ns) const;

@@ -108,15 +108,13 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
   for (int r = 0; r < static_cast<int>(n.ready_ns.size()); ++r)
     ticks_.emplace_back(n.ready_ns[r], r);
   std::sort(ticks_.begin(), ticks_.end());
-  // Clamp into [end of this tensor's previous negotiation, known_ns]: clock-offset uncertainty
-  // must not break the nesting of the negotiate lane.
-  const int64_t floor_ns = last_negotiation_end_[n.tensor_id];
-  auto clamp = [&](int64_t t) { return std::min(std::max(t, floor_ns), known_ns); };
+  // The slice lies in [end of this tensor's previous negotiation, known_ns], the ticks in the
+  // slice: clock-offset uncertainty must not break the nesting of the negotiate lane.
   const int64_t first = ticks_.front().first;
   Record r;
   r.tensor = n.tensor_id;
   r.phase = negotiate_phase(n.op);
-  r.ts_ns = clamp(first);
+  r.ts_ns = std::min(std::max(first, last_negotiation_end_[n.tensor_id]), known_ns);
   r.end_ns = std::max(known_ns, r.ts_ns);
   const uint32_t error = n.error.empty() ? 0 : strings_.intern(n.error);
   if (ticks_.size() <= static_cast<size_t>(timeline::kMaxInlineTicks)) {
@@ -142,7 +140,7 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
     tick.tensor = n.tensor_id;
     tick.kind = RecordKind::kTick;
     tick.phase = r.phase;
-    tick.ts_ns = clamp(t);
+    tick.ts_ns = timeline::tick_ns(t, r.ts_ns, end_ns);
     tick.args.tick.rank = rank;
     tick.args.tick.lag_us = static_cast<double>(t - first) / 1e3;
     emit(tick);
@@ -217,7 +215,6 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
     op.dtype = static_cast<uint8_t>(v.dtype);
     op.ndim = static_cast<uint8_t>(std::min<size_t>(v.shape.size(), 255));
     op.fused_tensors = fused;
-    op.error_string = error;
     op.bytes = static_cast<int64_t>(v.num_bytes());
     for (size_t d = 0; d < v.shape.size() && d < timeline::kMaxInlineDims; ++d)
       op.dims[d] = v.shape[d];
@@ -262,7 +259,6 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
     r.kind = RecordKind::kOpBegin;
     r.ts_ns = arrival_ns;
     r.args.op = op_args(i);
-    r.args.op.error_string = 0;
     batch_.push_back(r);
     Record span = r;
     span.kind = RecordKind::kSpan;

@@ -207,11 +207,13 @@ std::vector<json> events_other_than_metadata(const json& trace) {
   return events;
 }
 
+// Sub-phases as (phase, (begin ns, end ns)).
+using SpanList = std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>>;
+
 // A fused batch on lane `rank`: its header, its sub-phases and one record per tensor.
 std::vector<Record> batch(int16_t rank, Phase phase, int64_t arrival_ns, int64_t start_ns,
-                          int64_t end_ns,
-                          const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>>& spans,
-                          const std::vector<Record>& tensors, uint32_t error_string = 0) {
+                          int64_t end_ns, const SpanList& spans, const std::vector<Record>& tensors,
+                          uint32_t error_string = 0) {
   Record header = span(0, rank, phase, arrival_ns, end_ns);
   header.kind = RecordKind::kBatch;
   header.args.batch = {static_cast<uint16_t>(spans.size()), static_cast<uint16_t>(tensors.size()),
@@ -403,10 +405,9 @@ TEST(TraceWriter, FusedBatchExpandsToTheEventsOfPerTensorRecords) {
   const uint32_t b = strings.intern("grad.\"b\"");
   const uint32_t c = strings.intern("grad.c");
   const uint32_t message = strings.intern("tensor 'grad.c': rank 1 sent 3 elements, rank 0 4");
-  const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>> spans = {
-      {Phase::kMemcpyInFusionBuffer, {at_us(12), at_us(15.5)}},
-      {Phase::kMpiAllreduce, {at_us(15.5), at_us(40.25)}},
-      {Phase::kMemcpyOutFusionBuffer, {at_us(40.25), at_us(44)}}};
+  const SpanList spans = {{Phase::kMemcpyInFusionBuffer, {at_us(12), at_us(15.5)}},
+                          {Phase::kMpiAllreduce, {at_us(15.5), at_us(40.25)}},
+                          {Phase::kMemcpyOutFusionBuffer, {at_us(40.25), at_us(44)}}};
   struct Tensor {
     uint32_t id;
     uint8_t dtype;
@@ -447,8 +448,7 @@ TEST(TraceWriter, BatchTensorWithoutItsWholeBatchIsLeftOut) {
   TempDir dir;
   StringTable strings;
   const uint32_t tensor = strings.intern("grad.w");
-  const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>> one_span = {
-      {Phase::kMpiAllreduce, {at_us(2), at_us(3)}}};
+  const SpanList one_span = {{Phase::kMpiAllreduce, {at_us(2), at_us(3)}}};
   const Record t = op_begin(tensor, 0, 0, Phase::kAllreduce, 6, {4}, 16, 0);
   std::vector<Record> records;
   auto add = [&](const std::vector<Record>& more) {
@@ -547,8 +547,7 @@ TEST(TraceWriter, ExtremeValuesInEveryFieldFitAndReadBack) {
   writer->push(cycle(kEarly, kMin));
   writer->push(counter(kEarly, name, kMin32, -1.7976931348623157e308));
   writer->push(instant(kLate, name, name));
-  const std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>> spans(
-      40, {Phase::kMemcpyOutFusionBuffer, {kEarly, kLate}});
+  const SpanList spans(40, {Phase::kMemcpyOutFusionBuffer, {kEarly, kLate}});
   for (const Record& r :
        batch(std::numeric_limits<int16_t>::min(), Phase::kBarrier, kEarly, kLate, kLate, spans,
              {op_begin(tensor, 0, 0, Phase::kAllreduce, 255, std::vector<int64_t>(12, kMin), kMax,

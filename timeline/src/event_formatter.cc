@@ -1,7 +1,6 @@
 // EventFormatter: Records -> Chrome-trace JSON events, per docs/timeline-format.md.
 #include "event_formatter.h"
 
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -435,17 +434,20 @@ size_t EventFormatter::append_negotiation(const Record& record, std::string* out
   const std::string& error = error_text(n.error_string);
   const std::string& phase = quoted_phase(record.phase);
   const int64_t pid = int64_t{record.tensor} + 1;
-  const double spread_us = difference_us(n.ready_ns[ticks - 1], n.ready_ns[0]);
-  size_t room = 2 * kEventRoom + 2 * phase.size() + fixed3_room(spread_us) + error.size();
-  for (int i = 0; i < ticks; ++i)
-    room += kEventRoom + fixed3_room(difference_us(n.ready_ns[i], n.ready_ns[0]));
+  double lag_us[kMaxInlineTicks];
+  size_t room = 2 * kEventRoom + 2 * phase.size() + error.size();
+  for (int i = 0; i < ticks; ++i) {
+    lag_us[i] = difference_us(n.ready_ns[i], n.ready_ns[0]);
+    room += kEventRoom + fixed3_room(lag_us[i]);
+  }
+  const double spread_us = lag_us[ticks - 1];
+  room += fixed3_room(spread_us);
   EventText t(out, room);
   t.open(phase, 'B', pid, 0, record.ts_ns - start_ns_);
   t.chr('}');
   for (int i = 0; i < ticks; ++i) {
-    // Inside the slice even when clock-offset uncertainty puts a readiness outside it.
-    const int64_t at = std::min(std::max(n.ready_ns[i], record.ts_ns), record.end_ns);
-    tick_text(pid, at - start_ns_, n.rank[i], difference_us(n.ready_ns[i], n.ready_ns[0]), &t);
+    const int64_t at = tick_ns(n.ready_ns[i], record.ts_ns, record.end_ns);
+    tick_text(pid, at - start_ns_, n.rank[i], lag_us[i], &t);
   }
   negotiate_end_text(phase, pid, record.end_ns - start_ns_, n.rank[ticks - 1], spread_us, error,
                      &t);

@@ -125,11 +125,6 @@ char* write_us3(char* p, int64_t ns) {
   return p + 4;
 }
 
-void append_us3(int64_t ns, std::string* out) {
-  char text[kMaxUs3];
-  out->append(text, static_cast<size_t>(write_us3(text, ns) - text));
-}
-
 char* write_double(char* p, double value) {
   if (!std::isfinite(value)) {
     std::memcpy(p, "null", 4);
@@ -149,11 +144,6 @@ char* write_fixed3(char* p, double value) {
     return p + 4;
   }
   return std::to_chars(p, p + kMaxFixed3, value, std::chars_format::fixed, 3).ptr;
-}
-
-void append_fixed3(double value, std::string* out) {
-  char text[kMaxFixed3];
-  out->append(text, static_cast<size_t>(write_fixed3(text, value) - text));
 }
 
 }  // namespace ranktime::timeline::json

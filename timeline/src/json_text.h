@@ -14,10 +14,9 @@ namespace ranktime::timeline::json {
 // U+FFFD, so the output is valid JSON whatever the bytes.
 void append_string(std::string_view s, std::string* out);
 
-// Appends a nanosecond count as microseconds with exactly three decimals: 21013400 ->
-// "21013.400", -1500 -> "-1.500". Integer arithmetic only, so no rounding drift.
-void append_us3(int64_t ns, std::string* out);
-// The same text written at `p` (room for kMaxUs3 bytes); returns its end.
+// Writes a nanosecond count at `p` (room for kMaxUs3 bytes) as microseconds with exactly three
+// decimals: 21013400 -> "21013.400", -1500 -> "-1.500"; returns its end. Integer arithmetic
+// only, so no rounding drift.
 inline constexpr size_t kMaxUs3 = 26;
 char* write_us3(char* p, int64_t ns);
 
@@ -28,10 +27,9 @@ void append_double(double value, std::string* out);
 inline constexpr size_t kMaxDouble = 32;
 char* write_double(char* p, double value);
 
-// Appends `value` with exactly three decimals ("20000.250"); NaN and infinities as null.
-void append_fixed3(double value, std::string* out);
-// The same text written at `p` (room for kMaxFixed3 bytes: a huge double in fixed notation is
-// over 300 characters); returns its end.
+// Writes `value` at `p` (room for kMaxFixed3 bytes: a huge double in fixed notation is over 300
+// characters) with exactly three decimals ("20000.250"), NaN and infinities as null; returns
+// its end.
 inline constexpr size_t kMaxFixed3 = 400;
 char* write_fixed3(char* p, double value);
 

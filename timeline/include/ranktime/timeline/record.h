@@ -2,6 +2,7 @@
 // Producers never format strings or allocate; the writer turns records into Chrome-trace JSON.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -104,7 +105,13 @@ struct NegotiateEndArgs {
 
 inline constexpr int kMaxInlineTicks = 6;
 
-// The writer derives the rest: each tick at min(max(ready_ns[i], ts_ns), end_ns) with lag
+// Where a rank's readiness tick goes in a NEGOTIATE_<OP> slice from begin_ns to end_ns: at its
+// readiness, moved inside the slice when clock-offset uncertainty puts it outside.
+inline int64_t tick_ns(int64_t ready_ns, int64_t begin_ns, int64_t end_ns) {
+  return std::min(std::max(ready_ns, begin_ns), end_ns);
+}
+
+// The writer derives the rest: each tick at tick_ns(ready_ns[i], ts_ns, end_ns) with lag
 // ready_ns[i] - ready_ns[0]; last_rank and spread from the last tick.
 struct NegotiationArgs {
   uint32_t error_string;  // StringTable id of an error message (mismatch), 0 when none
