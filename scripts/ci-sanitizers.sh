@@ -2,7 +2,7 @@
 # CI jobs (issue 7): an AddressSanitizer + UndefinedBehaviorSanitizer build running the unit and
 # multi-rank tests, and a ThreadSanitizer build running the multi-rank tests of the runtime's
 # threads (background loop, trace writer, signal watcher, user threads) and the trace writer's own
-# tests (its two writer threads against producers, flushes and signals).
+# tests (its thread against producers, flushes and signals).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null  # packages

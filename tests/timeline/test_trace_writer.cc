@@ -1,7 +1,6 @@
 // TraceWriter tests: push records, read the file back with nlohmann_json, check it against
 // docs/timeline-format.md.
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -972,62 +971,6 @@ TEST(TraceWriter, WritesWithinTheFlushIntervalWithoutFlush) {
   writer->push(cycle(at_us(1), 1));
   EXPECT_TRUE(file_reaches(dir.file("t.json"), 5));  // the timer gets the record out on its own
   writer->close();
-}
-
-// The threads of this process with scheduling policy `policy`.
-size_t threads_with_policy(int policy) {
-  size_t n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
-    const pid_t tid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
-    if (sched_getscheduler(tid) == policy) ++n;
-  }
-  return n;
-}
-
-TEST(TraceWriter, BackgroundWriterRunsAtIdlePriority) {
-  TempDir dir;
-  StringTable strings;
-  const size_t before = threads_with_policy(SCHED_IDLE);
-  auto writer = open_or_fail(options_for(dir.file("t.json")), strings);
-  // The background writer sets its own policy when it starts: wait for it.
-  for (int attempt = 0; attempt < 2000 && threads_with_policy(SCHED_IDLE) == before; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(threads_with_policy(SCHED_IDLE), before + 1);
-  writer->close();
-  EXPECT_EQ(threads_with_policy(SCHED_IDLE), before);
-}
-
-// Without the background writer (as on a machine with no idle core, where it never runs), the
-// urgent writer alone keeps the bounds: records reach the file within the flush interval, and a
-// half-full buffer is written without a flush, so the other half never overflows.
-TEST(TraceWriter, UrgentWriterAloneKeepsTheFlushIntervalAndTheBufferBound) {
-  TempDir dir;
-  StringTable strings;
-  const uint32_t tensor = strings.intern("w");
-  {
-    TraceWriterOptions options = options_for(dir.file("interval.json"));
-    options.background_writer = false;
-    options.flush_interval = std::chrono::milliseconds(20);
-    auto writer = open_or_fail(options, strings);
-    writer->push(cycle(at_us(1), 1));
-    EXPECT_TRUE(file_reaches(dir.file("interval.json"), 5));
-    writer->close();
-  }
-  TraceWriterOptions options = options_for(dir.file("bound.json"));  // flush interval: 1 h
-  options.background_writer = false;
-  options.capacity_records = 1000;
-  auto writer = open_or_fail(options, strings);
-  const size_t header = read_trace(dir.file("bound.json")).size();
-  for (int i = 0; i < 500; ++i) writer->push(span(tensor, 0, Phase::kQueue, at_us(i), at_us(i)));
-  ASSERT_TRUE(file_reaches(dir.file("bound.json"), header + 2 * 500));
-  std::vector<Record> more;
-  for (int i = 500; i < 1500; ++i)
-    more.push_back(span(tensor, 0, Phase::kQueue, at_us(i), at_us(i)));
-  EXPECT_EQ(writer->push(more.data(), more.size()), 0u);  // the buffer is empty again: all fit
-  writer->close();
-  EXPECT_EQ(writer->dropped(), 0u);
-  EXPECT_EQ(events_other_than_metadata(read_trace(dir.file("bound.json"))).size(), 2u * 1500);
 }
 
 TEST(TraceWriter, DropsWhenTheBufferIsFullAndReportsThem) {

@@ -1,19 +1,9 @@
-// TraceWriter: producers push Records into a preallocated buffer; two threads of the writer's
-// own swap it out, format it (EventFormatter) and append it to the file a piece at a time, each
-// piece one pwrite overwriting the closing bracket, so the file is a complete JSON array after
-// every piece.
-//
-// The background writer runs at SCHED_IDLE priority: it formats and writes only when a core
-// would otherwise be idle, so training threads never wait for it. The urgent writer, at normal
-// priority, sleeps until the background writer falls behind (the buffer half full, records older
-// than the flush interval) or until a flush or the close, and then takes over: the file's age
-// and drop bounds hold on a machine without idle time too. Whichever holds `role` writes the
-// next piece, so the two never interleave text.
+// TraceWriter: producers push Records into a preallocated buffer; a thread of the writer's own
+// swaps it out, formats it (EventFormatter) and appends it to the file with one pwrite per flush,
+// overwriting the closing bracket so the file is a complete JSON array after every flush.
 #include "ranktime/timeline/trace_writer.h"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,7 +15,6 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
-#include <utility>
 
 #include "event_formatter.h"
 #include "open_writers.h"
@@ -37,23 +26,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::string_view kClosing = "\n]\n";
-// The urgent writer writes a batch in pieces of about this size, each one pwrite leaving a
-// complete array: memory stays bounded whatever the buffer capacity. Small enough that the text
-// is still in cache when the kernel copies it into the page cache: trace_writer_bench's burst
-// row, run alternately, 10.2-10.4 M events/s at 512 KiB, 6.7-7.2 M at 4 MiB.
+// A large batch is written in pieces of about this size, each one pwrite leaving a complete
+// array: memory stays bounded whatever the buffer capacity. Small enough that the text is still
+// in cache when the kernel copies it into the page cache: trace_writer_bench's burst row, run
+// alternately, 10.2-10.4 M events/s at 512 KiB, 6.7-7.2 M at 4 MiB.
 constexpr size_t kMaxChunkBytes = size_t{512} << 10;
-// The background writer's pieces are smaller: on a machine without idle time it may hold the
-// role for a whole piece while it hardly runs, and the urgent writer waits for that piece.
-constexpr size_t kBackgroundChunkBytes = size_t{128} << 10;
 
 std::string errno_message(int error) { return std::generic_category().message(error); }
-
-// Best effort: where SCHED_IDLE is not allowed, the background writer keeps normal priority.
-void run_only_when_idle() {
-  sched_param param{};
-  param.sched_priority = 0;
-  pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
-}
 
 struct FreeDeleter {
   void operator()(Record* records) const { std::free(records); }
@@ -62,16 +41,13 @@ struct FreeDeleter {
 // buffer fills, so a large capacity costs address space, not resident memory.
 using RecordBuffer = std::unique_ptr<Record[], FreeDeleter>;
 
-enum class Writer { kBackground, kUrgent };
-
 }  // namespace
 
 struct TraceWriter::Impl {
   Impl(const TraceWriterOptions& opts, const RunMetadata& metadata, const StringTable& strings)
       : options(opts),
         capacity(opts.capacity_records > 0 ? opts.capacity_records : 1),
-        background_threshold(std::max<size_t>(capacity / 4, 1)),
-        urgent_threshold(std::max<size_t>(capacity / 2, 1)),
+        wake_threshold(capacity / 2 > 0 ? capacity / 2 : 1),
         // Bounded so that `now + flush_interval` cannot overflow.
         flush_interval(
             std::min<std::chrono::milliseconds>(opts.flush_interval, std::chrono::hours(24))),
@@ -83,46 +59,33 @@ struct TraceWriter::Impl {
   bool push(const Record* records, size_t n, size_t* accepted);
   void flush();
   void close();
-  void run(Writer who);
-  // With `mutex` held: whether `who` has something to write now; else when to look again
-  // (Clock::time_point::max(): when woken).
-  bool has_work(Writer who, Clock::time_point now, Clock::time_point* next_check) const;
-  // With `role` held: writes up to about `max_bytes` of the batch in `back`, first taking the
-  // records in `front` as the next batch if `back` is all written.
-  void write_piece(size_t max_bytes);
-  void take_batch();
-  void finish_batch();
+  void run();
+  void write_batch(const Record* records, size_t n, bool last);
   // Appends the closing bracket to `chunk` (holding `events` events) and writes it over the
   // file's current one.
   bool write_chunk(size_t events);
   // One pwrite (more only if the kernel writes short) of `text` at `offset`.
   bool write_at(int64_t offset, std::string_view text, int* error);
   void fail(int error);
-  bool is_writer_thread() const {
-    const std::thread::id self = std::this_thread::get_id();
-    return self == background_id || self == urgent_id;
+  bool urgent() const {
+    return closing || flush_requests > flushes_done || front_size >= wake_threshold;
   }
 
   const TraceWriterOptions options;
   const size_t capacity;
-  const size_t background_threshold;  // the background writer starts early once this full
-  const size_t urgent_threshold;      // the urgent writer takes over once this full
+  const size_t wake_threshold;  // the writer is woken early once the buffer is this full
   const std::chrono::milliseconds flush_interval;
   int fd = -1;
 
   // Producer side, guarded by `mutex`.
   std::mutex mutex;
-  std::condition_variable wake_background;
-  std::condition_variable wake_urgent;
+  std::condition_variable wake;     // the writer thread waits on it
   std::condition_variable flushed;  // flush() waits on it
   RecordBuffer front;               // producers fill it
   size_t front_size = 0;
-  Clock::time_point front_since;  // when `front` got its first record
-  bool batch_pending = false;     // `back` holds records not written yet
-  Clock::time_point batch_since;  // the oldest of them was pushed no earlier than this
-  bool closing = false;           // close() began: no more records are accepted
-  bool failed = false;            // an I/O error happened: records are dropped
-  bool stopped = false;           // the closing metadata is written: the writers are done
+  bool closing = false;  // close() began: no more records are accepted
+  bool failed = false;   // an I/O error happened: records are dropped
+  bool stopped = false;  // the writer thread is done
   uint64_t flush_requests = 0;
   uint64_t flushes_done = 0;  // flush requests whose records are on disk
 
@@ -133,32 +96,23 @@ struct TraceWriter::Impl {
   std::vector<double> clock_offsets_us;
   std::vector<double> clock_uncertainty_us;
 
-  // The writing role: guarded by `role` (and set up by open(), before the threads start).
-  std::mutex role;
+  // Writer thread only (and open(), before the thread starts).
   RecordBuffer back;  // the batch being written
-  size_t back_size = 0;
-  size_t back_next = 0;      // back[back_next..back_size) are not written yet
-  uint64_t back_covers = 0;  // flush requests made before the batch was taken
-  bool back_last = false;    // the batch was taken after close(): the run end follows it
-  bool finished = false;     // the run end is written
   EventFormatter formatter;
   std::string chunk;
   int64_t closing_offset = 0;  // file offset of the closing "\n]\n"
-  int open_error = 0;          // errno of a failed header write, reported by a writer thread
+  int open_error = 0;          // errno of a failed header write, reported by the thread
   bool reported_error = false;
 
-  std::thread background;
-  std::thread urgent;
-  // Of the threads, which close() may join or detach meanwhile.
-  std::thread::id background_id;
-  std::thread::id urgent_id;
-  const pid_t owner_pid;  // a forked child must not join or write for its parent's writer
+  std::thread thread;
+  std::thread::id thread_id;  // of `thread`, which close() may join or detach meanwhile
+  const pid_t owner_pid;      // a forked child must not join or write for its parent's writer
   std::mutex close_mutex;
   bool closed = false;
 };
 
 bool TraceWriter::Impl::push(const Record* records, size_t n, size_t* accepted) {
-  bool notify_both = false, notify_background = false, notify_urgent = false;
+  bool notify = false;
   {
     std::lock_guard<std::mutex> lock(mutex);
     size_t room = closing || failed ? 0 : capacity - front_size;
@@ -167,29 +121,23 @@ bool TraceWriter::Impl::push(const Record* records, size_t n, size_t* accepted) 
       const size_t before = front_size;
       std::memcpy(static_cast<void*>(front.get() + before), records, *accepted * sizeof(Record));
       front_size += *accepted;
-      // Wake the writers to start their timers, or to write early once the buffer fills; not
-      // per record.
-      if (before == 0) {
-        front_since = Clock::now();
-        notify_both = true;
-      }
-      notify_background = before < background_threshold && front_size >= background_threshold;
-      notify_urgent = before < urgent_threshold && front_size >= urgent_threshold;
+      // Wake the writer to start its flush timer, or to write early once the buffer is half full;
+      // not per record.
+      notify = before == 0 || (before < wake_threshold && front_size >= wake_threshold);
     }
   }
   if (*accepted < n) dropped.fetch_add(n - *accepted, std::memory_order_relaxed);
-  if (notify_both || notify_background) wake_background.notify_one();
-  if (notify_both || notify_urgent) wake_urgent.notify_one();
+  if (notify) wake.notify_one();
   return *accepted == n;
 }
 
 void TraceWriter::Impl::flush() {
-  if (is_writer_thread()) return;       // from on_error: would deadlock
-  if (::getpid() != owner_pid) return;  // a forked child has no writer thread
+  if (std::this_thread::get_id() == thread_id) return;  // from on_error: would deadlock
+  if (::getpid() != owner_pid) return;                  // a forked child has no writer thread
   std::unique_lock<std::mutex> lock(mutex);
   if (stopped) return;
   const uint64_t request = ++flush_requests;
-  wake_urgent.notify_one();
+  wake.notify_one();
   flushed.wait(lock, [&] { return flushes_done >= request || stopped; });
 }
 
@@ -197,11 +145,9 @@ void TraceWriter::Impl::close() {
   std::lock_guard<std::mutex> close_lock(close_mutex);
   if (closed) return;
   if (::getpid() != owner_pid) {
-    // A forked child holds a copy of its parent's writer but not its threads; the file is the
+    // A forked child holds a copy of its parent's writer but not its thread; the file is the
     // parent's to finish.
-    for (std::thread* t : {&background, &urgent}) {
-      if (t->joinable()) t->detach();
-    }
+    thread.detach();
     ::close(fd);
     closed = true;
     return;
@@ -210,105 +156,69 @@ void TraceWriter::Impl::close() {
     std::lock_guard<std::mutex> lock(mutex);
     closing = true;
   }
-  wake_urgent.notify_one();
-  wake_background.notify_one();
-  if (is_writer_thread()) return;  // from on_error: the writers finish on their own
-  for (std::thread* t : {&urgent, &background}) {
-    if (t->joinable()) t->join();
-  }
+  wake.notify_one();
+  if (std::this_thread::get_id() == thread_id) return;  // from on_error: finishes on its own
+  thread.join();
   ::close(fd);
   closed = true;
 }
 
-bool TraceWriter::Impl::has_work(Writer who, Clock::time_point now,
-                                 Clock::time_point* next_check) const {
-  *next_check = Clock::time_point::max();
-  if (closing || flush_requests > flushes_done) return true;
-  // The background writer writes a batch once its records have waited half the flush interval
-  // (or the buffer is a quarter full) and goes on until it is written; the urgent writer steps in
-  // only when records have waited the whole interval or the buffer is half full.
-  const auto age_limit = who == Writer::kBackground ? flush_interval / 2 : flush_interval;
-  if (batch_pending) {
-    if (who == Writer::kBackground || now >= batch_since + flush_interval) return true;
-    *next_check = batch_since + flush_interval;
-  }
-  if (front_size == 0) return false;
-  if (front_size >= (who == Writer::kBackground ? background_threshold : urgent_threshold) ||
-      now >= front_since + age_limit) {
-    return true;
-  }
-  *next_check = std::min(*next_check, front_since + age_limit);
-  return false;
-}
-
-void TraceWriter::Impl::run(Writer who) {
-  if (who == Writer::kBackground) {
-    run_only_when_idle();
-  } else {
-    std::lock_guard<std::mutex> role_lock(role);
-    if (open_error != 0) fail(std::exchange(open_error, 0));  // reported at once, not at close
-  }
+void TraceWriter::Impl::run() {
   std::unique_lock<std::mutex> lock(mutex);
-  std::condition_variable& wake = who == Writer::kBackground ? wake_background : wake_urgent;
+  if (open_error != 0) {
+    lock.unlock();
+    fail(open_error);
+    lock.lock();
+  }
+  // No record in `front` is older than this (the last swap, or when the writer saw it non-empty).
+  Clock::time_point oldest = Clock::now();
   for (;;) {
-    if (stopped) return;
-    Clock::time_point next_check;
-    if (has_work(who, Clock::now(), &next_check)) {
-      lock.unlock();
-      {
-        std::lock_guard<std::mutex> role_lock(role);
-        write_piece(who == Writer::kBackground ? kBackgroundChunkBytes : kMaxChunkBytes);
-      }
-      lock.lock();
-    } else if (next_check == Clock::time_point::max()) {
-      wake.wait(lock);  // nothing to write: no timeout, so an idle writer costs no CPU
-    } else {
-      wake.wait_until(lock, next_check);
+    if (front_size == 0 && !urgent()) {
+      // Nothing to write: sleep without a timeout, so an idle writer costs no CPU.
+      wake.wait(lock, [&] { return front_size > 0 || urgent(); });
+      oldest = Clock::now();
     }
+    if (!urgent()) wake.wait_until(lock, oldest + flush_interval, [&] { return urgent(); });
+    std::swap(front, back);
+    const size_t n = front_size;
+    front_size = 0;
+    const uint64_t covered = flush_requests;
+    const bool last = closing;
+    oldest = Clock::now();
+    lock.unlock();
+    write_batch(back.get(), n, last);
+    lock.lock();
+    flushes_done = covered;
+    if (last) {
+      stopped = true;
+      flushed.notify_all();
+      return;
+    }
+    flushed.notify_all();
   }
 }
 
-void TraceWriter::Impl::take_batch() {
-  std::lock_guard<std::mutex> lock(mutex);
-  std::swap(front, back);
-  back_size = front_size;
-  back_next = 0;
-  front_size = 0;
-  back_covers = flush_requests;
-  back_last = closing;
-  batch_pending = back_size > 0;
-  batch_since = front_since;
-}
-
-void TraceWriter::Impl::finish_batch() {
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    batch_pending = false;
-    flushes_done = std::max(flushes_done, back_covers);
-    stopped = back_last;
-  }
-  flushed.notify_all();
-  if (back_last) {
-    wake_background.notify_one();
-    wake_urgent.notify_one();
-  }
-}
-
-void TraceWriter::Impl::write_piece(size_t max_bytes) {
-  if (finished) return;
-  if (open_error != 0) fail(std::exchange(open_error, 0));
-  if (back_next == back_size) take_batch();
-  const size_t from = back_next;
-  chunk.clear();
-  size_t events = 0;
+void TraceWriter::Impl::write_batch(const Record* records, size_t n, bool last) {
   if (reported_error) {
-    back_next = back_size;  // nothing reaches the file any more
-  } else {
-    while (back_next < back_size && chunk.size() < max_bytes) {
-      events += formatter.append_record(back[back_next++], &chunk);
+    dropped.fetch_add(n, std::memory_order_relaxed);
+    return;
+  }
+  chunk.clear();
+  size_t events = 0;     // in `chunk`
+  size_t unwritten = 0;  // records[unwritten..] are not on disk yet
+  for (size_t i = 0; i < n; ++i) {
+    events += formatter.append_record(records[i], &chunk);
+    if (chunk.size() >= kMaxChunkBytes && i + 1 < n) {
+      if (!write_chunk(events)) {
+        dropped.fetch_add(n - unwritten, std::memory_order_relaxed);
+        return;
+      }
+      unwritten = i + 1;
+      events = 0;
+      chunk.clear();
     }
   }
-  if (back_next == back_size && back_last && !reported_error) {
+  if (last) {
     std::vector<double> offsets, uncertainty;
     {
       std::lock_guard<std::mutex> lock(clock_mutex);
@@ -320,14 +230,8 @@ void TraceWriter::Impl::write_piece(size_t max_bytes) {
     events += formatter.append_run_end(total, dropped.load(std::memory_order_relaxed), offsets,
                                        uncertainty, &chunk);
   }
-  if (reported_error || (!chunk.empty() && !write_chunk(events))) {
-    // Dropped: this piece, and (write_chunk failed) the rest of the batch after it.
-    dropped.fetch_add(back_size - from, std::memory_order_relaxed);
-    back_next = back_size;
-  }
-  if (back_next == back_size) {
-    finished = back_last;
-    finish_batch();
+  if (!chunk.empty() && !write_chunk(events)) {
+    dropped.fetch_add(n - unwritten, std::memory_order_relaxed);
   }
 }
 
@@ -399,14 +303,10 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const TraceWriterOptions& options
   }
   Impl* raw = impl.get();
   {
-    // run() starts by taking the mutex: it and on_error see the thread ids set.
+    // run() starts by taking the mutex: it and on_error see `thread_id` set.
     std::lock_guard<std::mutex> lock(raw->mutex);
-    raw->urgent = std::thread([raw] { raw->run(Writer::kUrgent); });
-    raw->urgent_id = raw->urgent.get_id();
-    if (options.background_writer) {
-      raw->background = std::thread([raw] { raw->run(Writer::kBackground); });
-      raw->background_id = raw->background.get_id();
-    }
+    raw->thread = std::thread([raw] { raw->run(); });
+    raw->thread_id = raw->thread.get_id();
   }
   detail::register_open_writer(raw);
   return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(impl)));

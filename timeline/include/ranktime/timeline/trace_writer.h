@@ -36,11 +36,7 @@ struct TraceWriterOptions {
   size_t capacity_records = size_t{1} << 18;
   // Longest time a pushed record waits before it is on disk (the SIGKILL loss bound).
   std::chrono::milliseconds flush_interval{250};
-  // The background writer formats and writes at SCHED_IDLE priority, only on a core that would
-  // otherwise be idle; the urgent writer (normal priority) takes over when it falls behind. False:
-  // the urgent writer alone, as on a machine that is never idle (tests).
-  bool background_writer = true;
-  // Called once, from a writer thread, on the first I/O error (message names path and errno).
+  // Called once, from the writer thread, on the first I/O error (message names path and errno).
   std::function<void(const std::string&)> on_error;
 };
 
