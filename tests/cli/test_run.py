@@ -336,11 +336,13 @@ def test_help_and_version(cli):
 
 # --- with a real mpirun -----------------------------------------------------------------------
 
+# One write per line: print() writes the text and the newline apart when stdout is unbuffered
+# (PYTHONUNBUFFERED=1), and mpirun can then put the other rank's line between them.
 ARGS_PROGRAM = """\
 import json, os, sys
-print(json.dumps({"rank": int(os.environ["OMPI_COMM_WORLD_RANK"]), "argv": sys.argv[1:],
-                  "env": {k: v for k, v in os.environ.items()
-                          if k.startswith(("TIMELINE_", "RANKTIME_"))}}))
+sys.stdout.write(json.dumps({"rank": int(os.environ["OMPI_COMM_WORLD_RANK"]), "argv": sys.argv[1:],
+                             "env": {k: v for k, v in os.environ.items()
+                                     if k.startswith(("TIMELINE_", "RANKTIME_"))}}) + "\\n")
 """
 
 
