@@ -1,6 +1,7 @@
 // TraceWriter tests: push records, read the file back with nlohmann_json, check it against
 // docs/timeline-format.md.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -971,6 +972,59 @@ TEST(TraceWriter, WritesWithinTheFlushIntervalWithoutFlush) {
   writer->push(cycle(at_us(1), 1));
   EXPECT_TRUE(file_reaches(dir.file("t.json"), 5));  // the timer gets the record out on its own
   writer->close();
+}
+
+// The threads of this process with scheduling policy `policy`.
+size_t threads_with_policy(int policy) {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    const pid_t tid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
+    if (sched_getscheduler(tid) == policy) ++n;
+  }
+  return n;
+}
+
+TEST(TraceWriter, IdleDetectorRunsAtIdlePriorityOnlyWhileOpen) {
+  TempDir dir;
+  StringTable strings;
+  const size_t before = threads_with_policy(SCHED_IDLE);
+  auto writer = open_or_fail(options_for(dir.file("t.json")), strings);
+  // The detector sets its own policy when it starts: wait for it.
+  for (int attempt = 0; attempt < 2000 && threads_with_policy(SCHED_IDLE) == before; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(threads_with_policy(SCHED_IDLE), before + 1);
+  // close() does not wait for it (on a busy machine it may not run for a long time); it quits
+  // the next time it runs.
+  writer->close();
+  for (int attempt = 0; attempt < 60000 && threads_with_policy(SCHED_IDLE) != before; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(threads_with_policy(SCHED_IDLE), before);
+}
+
+// With the flush interval at an hour and no flush(), records still reach the file: an eighth of
+// the buffer on idle cores (this test leaves cores idle), half of it in any case.
+TEST(TraceWriter, WritesOnIdleCoresAndWhenHalfFullWithoutFlush) {
+  TempDir dir;
+  StringTable strings;
+  const uint32_t tensor = strings.intern("w");
+  for (const bool idle_cores : {true, false}) {
+    SCOPED_TRACE(idle_cores ? "idle cores" : "no idle detector");
+    const std::string path = dir.file(idle_cores ? "idle.json" : "half.json");
+    TraceWriterOptions options = options_for(path);  // flush interval: 1 h
+    options.capacity_records = 1600;
+    options.use_idle_cores = idle_cores;
+    auto writer = open_or_fail(options, strings);
+    const size_t header = read_trace(path).size();
+    const int spans = idle_cores ? 200 : 800;  // an eighth, a half
+    for (int i = 0; i < spans; ++i) {
+      writer->push(span(tensor, 0, Phase::kQueue, at_us(i), at_us(i)));
+    }
+    EXPECT_TRUE(file_reaches(path, header + 2 * spans));
+    writer->close();
+    EXPECT_EQ(writer->dropped(), 0u);
+  }
 }
 
 TEST(TraceWriter, DropsWhenTheBufferIsFullAndReportsThem) {

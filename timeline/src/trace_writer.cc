@@ -1,9 +1,21 @@
 // TraceWriter: producers push Records into a preallocated buffer; a thread of the writer's own
-// swaps it out, formats it (EventFormatter) and appends it to the file with one pwrite per flush,
-// overwriting the closing bracket so the file is a complete JSON array after every flush.
+// swaps it out, formats it (EventFormatter) and appends it to the file in pieces, each one pwrite
+// overwriting the closing bracket so the file is a complete JSON array after every piece.
+//
+// The writer prefers cores that would otherwise be idle. A second thread, the idle detector,
+// runs at SCHED_IDLE priority and holds no lock: asked through a futex, it runs only when a core
+// has nothing else to do, and then tells the writer so. The writer writes one piece per such
+// signal, and everything at once, as a writer at normal priority must, once the buffer is half
+// full, records are a flush interval old, or on flush() and close(). (A writer that itself ran
+// at SCHED_IDLE priority could be preempted while holding a lock for seconds on a machine with
+// no idle core: see docs/benchmarks.md.)
 #include "ranktime/timeline/trace_writer.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +43,53 @@ constexpr std::string_view kClosing = "\n]\n";
 // in cache when the kernel copies it into the page cache: trace_writer_bench's burst row, run
 // alternately, 10.2-10.4 M events/s at 512 KiB, 6.7-7.2 M at 4 MiB.
 constexpr size_t kMaxChunkBytes = size_t{512} << 10;
+// What the writer writes per signal of an idle core: a fraction of a millisecond of work.
+constexpr size_t kIdleChunkBytes = size_t{128} << 10;
+// A signal of the idle detector can be missed (it notifies without the writer's mutex, which it
+// must never hold): the writer, while waiting for one, looks again this often.
+constexpr std::chrono::milliseconds kIdleSignalRecheck{20};
+
+// The idle detector's request word.
+constexpr int kIdleNotAsked = 0;
+constexpr int kIdleAsked = 1;
+constexpr int kIdleQuit = 2;
+
+void futex_wait(std::atomic<int>* word, int expected) {
+  ::syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr,
+            0);
+}
+
+void futex_wake(std::atomic<int>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+// What the writer and the idle detector share. The detector is never joined (at SCHED_IDLE
+// priority it may not run again for a long time on a busy machine, and close() must not wait for
+// it), so this outlives the writer while the detector holds it.
+struct WakeSignals {
+  std::condition_variable wake;  // the writer thread waits on it (with the writer's mutex)
+  std::atomic<int> idle_request{kIdleNotAsked};
+  std::atomic<bool> idle_seen{false};
+};
+
+void run_idle_detector(const std::shared_ptr<WakeSignals>& signals) {
+  // Best effort: where SCHED_IDLE is not allowed, every signal is a false one, and the writer
+  // writes a piece at a time as soon as a batch is worth writing.
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+  for (;;) {
+    const int request = signals->idle_request.load();
+    if (request == kIdleQuit) return;
+    if (request == kIdleAsked) {
+      // Running at all means a core had nothing else to do.
+      signals->idle_request.store(kIdleNotAsked);
+      signals->idle_seen.store(true);
+      signals->wake.notify_one();  // without the mutex: a missed signal costs the writer a recheck
+      continue;
+    }
+    futex_wait(&signals->idle_request, request);
+  }
+}
 
 std::string errno_message(int error) { return std::generic_category().message(error); }
 
@@ -48,6 +107,7 @@ struct TraceWriter::Impl {
       : options(opts),
         capacity(opts.capacity_records > 0 ? opts.capacity_records : 1),
         wake_threshold(capacity / 2 > 0 ? capacity / 2 : 1),
+        idle_threshold(capacity / 8 > 0 ? capacity / 8 : 1),
         // Bounded so that `now + flush_interval` cannot overflow.
         flush_interval(
             std::min<std::chrono::milliseconds>(opts.flush_interval, std::chrono::hours(24))),
@@ -60,7 +120,12 @@ struct TraceWriter::Impl {
   void flush();
   void close();
   void run();
-  void write_batch(const Record* records, size_t n, bool last);
+  // Writer thread: writes up to about `max_bytes` of the batch in `back`, first taking the
+  // records in `front` as the next batch if `back` is all written.
+  void write_piece(size_t max_bytes);
+  void take_batch();
+  void finish_batch();
+  void ask_for_an_idle_core();
   // Appends the closing bracket to `chunk` (holding `events` events) and writes it over the
   // file's current one.
   bool write_chunk(size_t events);
@@ -73,19 +138,24 @@ struct TraceWriter::Impl {
 
   const TraceWriterOptions options;
   const size_t capacity;
-  const size_t wake_threshold;  // the writer is woken early once the buffer is this full
+  const size_t wake_threshold;  // the writer writes everything once the buffer is this full
+  const size_t idle_threshold;  // on idle cores, it starts once the buffer is this full
   const std::chrono::milliseconds flush_interval;
   int fd = -1;
 
   // Producer side, guarded by `mutex`.
   std::mutex mutex;
-  std::condition_variable wake;     // the writer thread waits on it
+  const std::shared_ptr<WakeSignals> signals = std::make_shared<WakeSignals>();
+  std::condition_variable& wake = signals->wake;
   std::condition_variable flushed;  // flush() waits on it
   RecordBuffer front;               // producers fill it
   size_t front_size = 0;
-  bool closing = false;  // close() began: no more records are accepted
-  bool failed = false;   // an I/O error happened: records are dropped
-  bool stopped = false;  // the writer thread is done
+  Clock::time_point front_since;  // when `front` got its first record
+  bool batch_pending = false;     // `back` holds records not written yet
+  Clock::time_point batch_since;  // its oldest record was pushed no earlier than this
+  bool closing = false;           // close() began: no more records are accepted
+  bool failed = false;            // an I/O error happened: records are dropped
+  bool stopped = false;           // the writer thread is done
   uint64_t flush_requests = 0;
   uint64_t flushes_done = 0;  // flush requests whose records are on disk
 
@@ -96,8 +166,15 @@ struct TraceWriter::Impl {
   std::vector<double> clock_offsets_us;
   std::vector<double> clock_uncertainty_us;
 
+  std::atomic<int>& idle_request = signals->idle_request;  // kIdle*; the detector holds no lock
+  std::atomic<bool>& idle_seen = signals->idle_seen;
+
   // Writer thread only (and open(), before the thread starts).
   RecordBuffer back;  // the batch being written
+  size_t back_size = 0;
+  size_t back_next = 0;      // back[back_next..back_size) are not written yet
+  uint64_t back_covers = 0;  // flush requests made before the batch was taken
+  bool back_last = false;    // the batch was taken after close(): the run end follows it
   EventFormatter formatter;
   std::string chunk;
   int64_t closing_offset = 0;  // file offset of the closing "\n]\n"
@@ -121,9 +198,11 @@ bool TraceWriter::Impl::push(const Record* records, size_t n, size_t* accepted) 
       const size_t before = front_size;
       std::memcpy(static_cast<void*>(front.get() + before), records, *accepted * sizeof(Record));
       front_size += *accepted;
-      // Wake the writer to start its flush timer, or to write early once the buffer is half full;
-      // not per record.
-      notify = before == 0 || (before < wake_threshold && front_size >= wake_threshold);
+      if (before == 0) front_since = Clock::now();
+      // Wake the writer to start its timers, or when the buffer passes a threshold; not per
+      // record.
+      notify = before == 0 || (before < idle_threshold && front_size >= idle_threshold) ||
+               (before < wake_threshold && front_size >= wake_threshold);
     }
   }
   if (*accepted < n) dropped.fetch_add(n - *accepted, std::memory_order_relaxed);
@@ -158,7 +237,7 @@ void TraceWriter::Impl::close() {
   }
   wake.notify_one();
   if (std::this_thread::get_id() == thread_id) return;  // from on_error: finishes on its own
-  thread.join();
+  thread.join();  // it tells the idle detector to quit, which it does whenever it next runs
   ::close(fd);
   closed = true;
 }
@@ -170,55 +249,87 @@ void TraceWriter::Impl::run() {
     fail(open_error);
     lock.lock();
   }
-  // No record in `front` is older than this (the last swap, or when the writer saw it non-empty).
-  Clock::time_point oldest = Clock::now();
-  for (;;) {
-    if (front_size == 0 && !urgent()) {
+  while (!stopped) {
+    const Clock::time_point now = Clock::now();
+    if (!batch_pending && front_size == 0 && !urgent()) {
       // Nothing to write: sleep without a timeout, so an idle writer costs no CPU.
-      wake.wait(lock, [&] { return front_size > 0 || urgent(); });
-      oldest = Clock::now();
+      wake.wait(lock);
+      continue;
     }
-    if (!urgent()) wake.wait_until(lock, oldest + flush_interval, [&] { return urgent(); });
-    std::swap(front, back);
-    const size_t n = front_size;
-    front_size = 0;
-    const uint64_t covered = flush_requests;
-    const bool last = closing;
-    oldest = Clock::now();
-    lock.unlock();
-    write_batch(back.get(), n, last);
-    lock.lock();
-    flushes_done = covered;
-    if (last) {
-      stopped = true;
-      flushed.notify_all();
-      return;
+    const Clock::time_point oldest = batch_pending ? batch_since : front_since;
+    if (urgent() || now >= oldest + flush_interval) {
+      // Due: everything now, on whatever core (the age, memory and flush bounds).
+      lock.unlock();
+      do {
+        write_piece(kMaxChunkBytes);
+      } while (back_next < back_size);
+      lock.lock();
+      continue;
     }
-    flushed.notify_all();
+    const bool worth_writing =
+        batch_pending || front_size >= idle_threshold || now >= front_since + flush_interval / 2;
+    if (worth_writing && options.use_idle_cores && idle_seen.exchange(false)) {
+      lock.unlock();
+      write_piece(kIdleChunkBytes);
+      lock.lock();
+      continue;
+    }
+    Clock::time_point until = oldest + flush_interval;
+    if (worth_writing && options.use_idle_cores) {
+      ask_for_an_idle_core();
+      until = std::min(until, now + kIdleSignalRecheck);
+    } else if (!worth_writing) {
+      until = std::min(until, front_since + flush_interval / 2);
+    }
+    wake.wait_until(lock, until, [&] {
+      return urgent() || (worth_writing ? idle_seen.load() : front_size >= idle_threshold);
+    });
   }
+  lock.unlock();
+  idle_request.store(kIdleQuit);
+  futex_wake(&idle_request);
 }
 
-void TraceWriter::Impl::write_batch(const Record* records, size_t n, bool last) {
-  if (reported_error) {
-    dropped.fetch_add(n, std::memory_order_relaxed);
-    return;
+void TraceWriter::Impl::ask_for_an_idle_core() {
+  int expected = kIdleNotAsked;
+  if (idle_request.compare_exchange_strong(expected, kIdleAsked)) futex_wake(&idle_request);
+}
+
+void TraceWriter::Impl::take_batch() {
+  std::lock_guard<std::mutex> lock(mutex);
+  std::swap(front, back);
+  back_size = front_size;
+  back_next = 0;
+  front_size = 0;
+  back_covers = flush_requests;
+  back_last = closing;
+  batch_pending = back_size > 0;
+  batch_since = front_since;
+}
+
+void TraceWriter::Impl::finish_batch() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    batch_pending = false;
+    flushes_done = back_covers;
+    stopped = back_last;
   }
+  flushed.notify_all();
+}
+
+void TraceWriter::Impl::write_piece(size_t max_bytes) {
+  if (back_next == back_size) take_batch();
+  const size_t from = back_next;
   chunk.clear();
-  size_t events = 0;     // in `chunk`
-  size_t unwritten = 0;  // records[unwritten..] are not on disk yet
-  for (size_t i = 0; i < n; ++i) {
-    events += formatter.append_record(records[i], &chunk);
-    if (chunk.size() >= kMaxChunkBytes && i + 1 < n) {
-      if (!write_chunk(events)) {
-        dropped.fetch_add(n - unwritten, std::memory_order_relaxed);
-        return;
-      }
-      unwritten = i + 1;
-      events = 0;
-      chunk.clear();
+  size_t events = 0;
+  if (reported_error) {
+    back_next = back_size;  // nothing reaches the file any more
+  } else {
+    while (back_next < back_size && chunk.size() < max_bytes) {
+      events += formatter.append_record(back[back_next++], &chunk);
     }
   }
-  if (last) {
+  if (back_next == back_size && back_last && !reported_error) {
     std::vector<double> offsets, uncertainty;
     {
       std::lock_guard<std::mutex> lock(clock_mutex);
@@ -230,9 +341,12 @@ void TraceWriter::Impl::write_batch(const Record* records, size_t n, bool last) 
     events += formatter.append_run_end(total, dropped.load(std::memory_order_relaxed), offsets,
                                        uncertainty, &chunk);
   }
-  if (!chunk.empty() && !write_chunk(events)) {
-    dropped.fetch_add(n - unwritten, std::memory_order_relaxed);
+  if (reported_error || (!chunk.empty() && !write_chunk(events))) {
+    // Dropped: this piece, and (write_chunk failed) the rest of the batch after it.
+    dropped.fetch_add(back_size - from, std::memory_order_relaxed);
+    back_next = back_size;
   }
+  if (back_next == back_size) finish_batch();
 }
 
 bool TraceWriter::Impl::write_chunk(size_t events) {
@@ -307,6 +421,9 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const TraceWriterOptions& options
     std::lock_guard<std::mutex> lock(raw->mutex);
     raw->thread = std::thread([raw] { raw->run(); });
     raw->thread_id = raw->thread.get_id();
+    if (options.use_idle_cores) {
+      std::thread([signals = raw->signals] { run_idle_detector(signals); }).detach();
+    }
   }
   detail::register_open_writer(raw);
   return std::unique_ptr<TraceWriter>(new TraceWriter(std::move(impl)));
