@@ -129,7 +129,6 @@ class EventText {
 
 constexpr size_t kOpBeginRoom = kEventRoom + kOpArgsRoom;
 
-// The 'B' of an operation slice with its args.
 // An operation slice's args and the event's closing brace.
 void op_args_text(const OpArgs& op, uint16_t fused_tensors, EventText* t) {
   t->lit(",\"args\":{\"dtype\":");

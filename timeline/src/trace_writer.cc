@@ -132,6 +132,7 @@ struct TraceWriter::Impl {
   // One pwrite (more only if the kernel writes short) of `text` at `offset`.
   bool write_at(int64_t offset, std::string_view text, int* error);
   void fail(int error);
+  bool batch_left() const { return back_next < back_size; }  // writer thread
   bool urgent() const {
     return closing || flush_requests > flushes_done || front_size >= wake_threshold;
   }
@@ -151,8 +152,6 @@ struct TraceWriter::Impl {
   RecordBuffer front;               // producers fill it
   size_t front_size = 0;
   Clock::time_point front_since;  // when `front` got its first record
-  bool batch_pending = false;     // `back` holds records not written yet
-  Clock::time_point batch_since;  // its oldest record was pushed no earlier than this
   bool closing = false;           // close() began: no more records are accepted
   bool failed = false;            // an I/O error happened: records are dropped
   bool stopped = false;           // the writer thread is done
@@ -172,9 +171,10 @@ struct TraceWriter::Impl {
   // Writer thread only (and open(), before the thread starts).
   RecordBuffer back;  // the batch being written
   size_t back_size = 0;
-  size_t back_next = 0;      // back[back_next..back_size) are not written yet
-  uint64_t back_covers = 0;  // flush requests made before the batch was taken
-  bool back_last = false;    // the batch was taken after close(): the run end follows it
+  size_t back_next = 0;          // back[back_next..back_size) are not written yet
+  Clock::time_point back_since;  // its oldest record was pushed no earlier than this
+  uint64_t back_covers = 0;      // flush requests made before the batch was taken
+  bool back_last = false;        // the batch was taken after close(): the run end follows it
   EventFormatter formatter;
   std::string chunk;
   int64_t closing_offset = 0;  // file offset of the closing "\n]\n"
@@ -251,23 +251,23 @@ void TraceWriter::Impl::run() {
   }
   while (!stopped) {
     const Clock::time_point now = Clock::now();
-    if (!batch_pending && front_size == 0 && !urgent()) {
+    if (!batch_left() && front_size == 0 && !urgent()) {
       // Nothing to write: sleep without a timeout, so an idle writer costs no CPU.
       wake.wait(lock);
       continue;
     }
-    const Clock::time_point oldest = batch_pending ? batch_since : front_since;
+    const Clock::time_point oldest = batch_left() ? back_since : front_since;
     if (urgent() || now >= oldest + flush_interval) {
       // Due: everything now, on whatever core (the age, memory and flush bounds).
       lock.unlock();
       do {
         write_piece(kMaxChunkBytes);
-      } while (back_next < back_size);
+      } while (batch_left());
       lock.lock();
       continue;
     }
     const bool worth_writing =
-        batch_pending || front_size >= idle_threshold || now >= front_since + flush_interval / 2;
+        batch_left() || front_size >= idle_threshold || now >= front_since + flush_interval / 2;
     if (worth_writing && options.use_idle_cores && idle_seen.exchange(false)) {
       lock.unlock();
       write_piece(kIdleChunkBytes);
@@ -303,14 +303,12 @@ void TraceWriter::Impl::take_batch() {
   front_size = 0;
   back_covers = flush_requests;
   back_last = closing;
-  batch_pending = back_size > 0;
-  batch_since = front_since;
+  back_since = front_since;
 }
 
 void TraceWriter::Impl::finish_batch() {
   {
     std::lock_guard<std::mutex> lock(mutex);
-    batch_pending = false;
     flushes_done = back_covers;
     stopped = back_last;
   }
@@ -318,18 +316,14 @@ void TraceWriter::Impl::finish_batch() {
 }
 
 void TraceWriter::Impl::write_piece(size_t max_bytes) {
-  if (back_next == back_size) take_batch();
+  if (!batch_left()) take_batch();
   const size_t from = back_next;
   chunk.clear();
   size_t events = 0;
-  if (reported_error) {
-    back_next = back_size;  // nothing reaches the file any more
-  } else {
-    while (back_next < back_size && chunk.size() < max_bytes) {
-      events += formatter.append_record(back[back_next++], &chunk);
-    }
+  while (!reported_error && batch_left() && chunk.size() < max_bytes) {
+    events += formatter.append_record(back[back_next++], &chunk);
   }
-  if (back_next == back_size && back_last && !reported_error) {
+  if (!batch_left() && back_last && !reported_error) {
     std::vector<double> offsets, uncertainty;
     {
       std::lock_guard<std::mutex> lock(clock_mutex);
@@ -342,11 +336,11 @@ void TraceWriter::Impl::write_piece(size_t max_bytes) {
                                        uncertainty, &chunk);
   }
   if (reported_error || (!chunk.empty() && !write_chunk(events))) {
-    // Dropped: this piece, and (write_chunk failed) the rest of the batch after it.
+    // Dropped: the rest of the batch from this piece on (nothing reaches the file any more).
     dropped.fetch_add(back_size - from, std::memory_order_relaxed);
     back_next = back_size;
   }
-  if (back_next == back_size) finish_batch();
+  if (!batch_left()) finish_batch();
 }
 
 bool TraceWriter::Impl::write_chunk(size_t events) {
