@@ -131,14 +131,14 @@ std::vector<rt::Record> one_step(rt::StringTable& strings, bool compact) {
       tick.kind = rt::RecordKind::kTick;
       tick.ts_ns = r.ts_ns + 37 * rank;
       tick.args.tick.rank = rank;
-      tick.args.tick.lag_us = 0.037 * rank;
+      tick.args.tick.lag_ns = 37 * rank;
       step.push_back(tick);
     }
     rt::Record end = r;
     end.kind = rt::RecordKind::kNegotiateEnd;
     end.ts_ns = r.ts_ns + 200;
     end.args.negotiate.last_rank = kRanks - 1;
-    end.args.negotiate.spread_us = 0.111;
+    end.args.negotiate.spread_ns = 111;
     step.push_back(end);
   }
   for (int rank = 0; rank < kRanks; ++rank) {

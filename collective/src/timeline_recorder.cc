@@ -142,14 +142,14 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
     tick.phase = r.phase;
     tick.ts_ns = timeline::tick_ns(t, r.ts_ns, end_ns);
     tick.args.tick.rank = rank;
-    tick.args.tick.lag_us = static_cast<double>(t - first) / 1e3;
+    tick.args.tick.lag_ns = t - first;
     emit(tick);
   }
   Record end = r;
   end.kind = RecordKind::kNegotiateEnd;
   end.ts_ns = end_ns;
   end.args.negotiate.last_rank = ticks_.back().second;
-  end.args.negotiate.spread_us = static_cast<double>(ticks_.back().first - first) / 1e3;
+  end.args.negotiate.spread_ns = ticks_.back().first - first;
   end.args.negotiate.error_string = error;
   emit(end);
   last_negotiation_end_[n.tensor_id] = end.ts_ns;

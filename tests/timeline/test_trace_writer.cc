@@ -150,17 +150,17 @@ Record negotiate_begin(uint32_t tensor, int64_t ts_ns, Phase phase = Phase::kNeg
   return r;
 }
 
-Record tick(uint32_t tensor, int32_t rank, int64_t ts_ns, double lag_us) {
+Record tick(uint32_t tensor, int32_t rank, int64_t ts_ns, int64_t lag_ns) {
   Record r;
   r.kind = RecordKind::kTick;
   r.tensor = tensor;
   r.ts_ns = ts_ns;
   r.args.tick.rank = rank;
-  r.args.tick.lag_us = lag_us;
+  r.args.tick.lag_ns = lag_ns;
   return r;
 }
 
-Record negotiate_end(uint32_t tensor, int64_t ts_ns, int32_t last_rank, double spread_us,
+Record negotiate_end(uint32_t tensor, int64_t ts_ns, int32_t last_rank, int64_t spread_ns,
                      uint32_t error_string = 0, Phase phase = Phase::kNegotiateAllreduce) {
   Record r;
   r.kind = RecordKind::kNegotiateEnd;
@@ -168,7 +168,7 @@ Record negotiate_end(uint32_t tensor, int64_t ts_ns, int32_t last_rank, double s
   r.ts_ns = ts_ns;
   r.phase = phase;
   r.args.negotiate.last_rank = last_rank;
-  r.args.negotiate.spread_us = spread_us;
+  r.args.negotiate.spread_ns = spread_ns;
   r.args.negotiate.error_string = error_string;
   return r;
 }
@@ -510,11 +510,9 @@ TEST(TraceWriter, NegotiationRecordGivesTheEventsOfBeginTicksAndEnd) {
 
     expanded.push_back(negotiate_begin(tensor, n.ts_ns, phase));
     const int64_t first = ready.front().first;
-    for (const auto& [t, rank] : ready)
-      expanded.push_back(tick(tensor, rank, clamp(t), static_cast<double>(t - first) / 1e3));
+    for (const auto& [t, rank] : ready) expanded.push_back(tick(tensor, rank, clamp(t), t - first));
     expanded.push_back(negotiate_end(tensor, n.end_ns, ready.back().second,
-                                     static_cast<double>(ready.back().first - first) / 1e3, error,
-                                     phase));
+                                     ready.back().first - first, error, phase));
   }
   const std::vector<json> expected = events_of(expanded, strings, dir, "expanded.json");
   EXPECT_EQ(events_of(compact, strings, dir, "compact.json"), expected);
@@ -542,9 +540,9 @@ TEST(TraceWriter, ExtremeValuesInEveryFieldFitAndReadBack) {
   writer->push(op_end(tensor, std::numeric_limits<int16_t>::max(), kLate, Phase::kAllreduce, name));
   writer->push(span(tensor, -1, Phase::kMemcpyInFusionBuffer, kEarly, kLate));
   writer->push(negotiate_begin(tensor, kEarly));
-  writer->push(tick(tensor, kMin32, kEarly, -1.7e308));
-  writer->push(tick(tensor, kMin32, kLate, std::numeric_limits<double>::infinity()));
-  writer->push(negotiate_end(tensor, kLate, kMin32, -1.7e308, name));
+  writer->push(tick(tensor, kMin32, kEarly, kMin));
+  writer->push(tick(tensor, kMin32, kLate, kMax));
+  writer->push(negotiate_end(tensor, kLate, kMin32, kMin, name));
   writer->push(cycle(kEarly, kMin));
   writer->push(counter(kEarly, name, kMin32, -1.7976931348623157e308));
   writer->push(instant(kLate, name, name));
@@ -587,10 +585,10 @@ TEST(TraceWriter, ExtremeValuesInEveryFieldFitAndReadBack) {
   EXPECT_EQ(events[1]["tid"], std::numeric_limits<int16_t>::max() + 1);
   EXPECT_EQ(events[2]["tid"], 0);  // rank -1's lane
   EXPECT_EQ(events[5]["args"]["rank"], kMin32);
-  EXPECT_DOUBLE_EQ(events[5]["args"]["lag_us"].get<double>(), -1.7e308);
-  EXPECT_TRUE(events[6]["args"]["lag_us"].is_null());
+  EXPECT_DOUBLE_EQ(events[5]["args"]["lag_us"].get<double>(), -9223372036854775.808);
+  EXPECT_DOUBLE_EQ(events[6]["args"]["lag_us"].get<double>(), 9223372036854775.807);
   EXPECT_EQ(events[7]["args"]["last_rank"], kMin32);
-  EXPECT_DOUBLE_EQ(events[7]["args"]["spread_us"].get<double>(), -1.7e308);
+  EXPECT_DOUBLE_EQ(events[7]["args"]["spread_us"].get<double>(), -9223372036854775.808);
   EXPECT_EQ(events[8]["args"]["cycle"], kMin);
   EXPECT_DOUBLE_EQ(events[9]["args"]["rank -2147483648"].get<double>(), -1.7976931348623157e308);
   EXPECT_EQ(events[10]["args"]["message"], "n");
@@ -623,11 +621,11 @@ TEST(TraceWriter, NegotiationSliceAndTicks) {
   const uint32_t mismatch = strings.intern("shape mismatch: rank 0 [4], rank 1 [5]");
   auto writer = open_or_fail(options_for(dir.file("t.json")), strings);
   writer->push(negotiate_begin(tensor, at_us(1000)));
-  writer->push(tick(tensor, 0, at_us(1000), 0.0));
-  writer->push(tick(tensor, 1, at_us(21000.25), 20000.25));
-  writer->push(negotiate_end(tensor, at_us(21012.5), 1, 20000.25));
+  writer->push(tick(tensor, 0, at_us(1000), 0));
+  writer->push(tick(tensor, 1, at_us(21000.25), 20000250));
+  writer->push(negotiate_end(tensor, at_us(21012.5), 1, 20000250));
   writer->push(negotiate_begin(tensor, at_us(30000), Phase::kNegotiateBarrier));
-  writer->push(negotiate_end(tensor, at_us(30001), 0, 0.5, mismatch, Phase::kNegotiateBarrier));
+  writer->push(negotiate_end(tensor, at_us(30001), 0, 500, mismatch, Phase::kNegotiateBarrier));
   writer->close();
 
   const std::vector<json> events = events_other_than_metadata(read_trace(dir.file("t.json")));
@@ -682,8 +680,8 @@ TEST(TraceWriter, TimestampsAreMicrosecondsWithThreeDecimals) {
       0, 1, 999, 1000, 1234567, -1500, -1, 86400000000001, 100000000, 1000000001, 4000000000000};
   for (int64_t offset : offsets_ns) writer->push(cycle(kStartNs + offset, 1));
   writer->push(negotiate_begin(tensor, kStartNs));
-  writer->push(tick(tensor, 0, kStartNs, 1.0 / 3.0));
-  writer->push(negotiate_end(tensor, kStartNs + 1, 0, 2.0005));
+  writer->push(tick(tensor, 0, kStartNs, 333));
+  writer->push(negotiate_end(tensor, kStartNs + 1, 0, 2001));
   writer->close();
 
   std::vector<std::string> ts;
@@ -785,8 +783,8 @@ TEST(TraceWriter, SlicesNestAndStayInOrderPerThread) {
     for (uint32_t tensor : tensors) {
       std::vector<Record> batch;
       batch.push_back(negotiate_begin(tensor, t0));
-      for (int r = 0; r < kRanks; ++r) batch.push_back(tick(tensor, r, t0 + 100 * r, 0.1 * r));
-      batch.push_back(negotiate_end(tensor, t0 + 500, kRanks - 1, 0.3));
+      for (int r = 0; r < kRanks; ++r) batch.push_back(tick(tensor, r, t0 + 100 * r, 100 * r));
+      batch.push_back(negotiate_end(tensor, t0 + 500, kRanks - 1, 300));
       writer->push(batch.data(), batch.size());
       records += batch.size();
     }

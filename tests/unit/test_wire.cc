@@ -116,7 +116,7 @@ std::vector<Record> sample_records() {
   records[2].kind = RecordKind::kTick;
   records[2].phase = Phase::kNegotiateBroadcast;
   records[2].args.tick.rank = 11;
-  records[2].args.tick.lag_us = 12.5;
+  records[2].args.tick.lag_ns = 12500;
   records[3].ts_ns = 999;
   records[3].kind = RecordKind::kCounter;
   records[3].phase = Phase::kMemcpyOutHostBuffer;  // the last phase

@@ -2,7 +2,6 @@
 #include "event_formatter.h"
 
 #include <charconv>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -25,7 +24,7 @@ std::string_view quoted_dtype(uint8_t dtype) {
 }
 
 // `,\n{"name":"<name>","ph":"M","pid":P,"tid":T,"args":{` (the caller closes both braces).
-void open_metadata(std::string_view name, int64_t pid, int64_t tid, std::string* out) {
+void open_metadata(std::string_view name, int64_t pid, int64_t tid, TextBuffer* out) {
   out->append(",\n{\"name\":\"");
   out->append(name);
   out->append("\",\"ph\":\"M\",\"pid\":");
@@ -35,8 +34,15 @@ void open_metadata(std::string_view name, int64_t pid, int64_t tid, std::string*
   out->append(",\"args\":{");
 }
 
+// `s` as a JSON string literal (cold paths: run metadata).
+void append_quoted(std::string_view s, TextBuffer* out) {
+  std::string quoted;
+  json::append_string(s, &quoted);
+  out->append(quoted);
+}
+
 template <typename T, typename AppendOne>
-void append_array(const std::vector<T>& values, AppendOne append_one, std::string* out) {
+void append_array(const std::vector<T>& values, AppendOne append_one, TextBuffer* out) {
   out->push_back('[');
   for (size_t i = 0; i < values.size(); ++i) {
     if (i != 0) out->push_back(',');
@@ -45,20 +51,16 @@ void append_array(const std::vector<T>& values, AppendOne append_one, std::strin
   out->push_back(']');
 }
 
-void append_doubles(const std::vector<double>& values, std::string* out) {
-  append_array(values, json::append_double, out);
+void append_doubles(const std::vector<double>& values, TextBuffer* out) {
+  append_array(values, json::append_double<TextBuffer>, out);
 }
 
 // Room for one event's fixed parts (keys, pid, tid, timestamp, closing braces, a few short
 // args); names, phase, messages and an operation's args are added to it by size. Kept tight:
 // the room is zero-filled before it is written.
-// Worst cases: open() 105 bytes + name; a tick 185 + its lag; a negotiation end 170 + phase,
-// spread and error.
+// Worst cases: open() 105 bytes + name; a tick 185; a negotiation end 170 + phase and error.
 constexpr size_t kEventRoom = 200;
 constexpr size_t kOpArgsRoom = 128 + kMaxInlineDims * 21;
-
-// Room for write_fixed3(value): its full bound only for values no run produces.
-size_t fixed3_room(double value) { return std::fabs(value) < 1e15 ? 24 : json::kMaxFixed3; }
 
 // Where an event's pid goes: the number, or (for a fused batch's text shared by its tensors) a
 // cut at which each tensor's pid is inserted later.
@@ -69,19 +71,15 @@ struct PidSlot {
   std::vector<size_t>* cuts = nullptr;
 };
 
-// One event's text, written straight into the output string: room for `room` bytes is made up
+// One event's text, written straight into the output buffer: room for `room` bytes is made up
 // front, so each piece below is a plain copy with no capacity check (the writer's hot path; one
-// resize per event instead of a dozen appends). The string is cut back to what was written.
+// capacity check per event instead of a dozen appends). The buffer keeps what was written.
 class EventText {
  public:
-  EventText(std::string* out, size_t room) : out_(out) {
-    const size_t start = out->size();
-    out->resize(start + room);
-    p_ = out->data() + start;
-  }
+  EventText(TextBuffer* out, size_t room) : out_(out), p_(out->room(room)), end_(p_ + room) {}
   ~EventText() {
-    if (written() > out_->size()) std::abort();  // a room above is too small: a bug, not input
-    out_->resize(written());
+    if (p_ > end_) std::abort();  // a room above is too small: a bug, not input
+    out_->commit(p_);
   }
   EventText(const EventText&) = delete;
   EventText& operator=(const EventText&) = delete;
@@ -98,10 +96,9 @@ class EventText {
   void chr(char c) { *p_++ = c; }
   void num(int64_t value) { p_ = std::to_chars(p_, p_ + 20, value).ptr; }
   void us3(int64_t ns) { p_ = json::write_us3(p_, ns); }
-  void fixed3(double value) { p_ = json::write_fixed3(p_, value); }
   void dbl(double value) { p_ = json::write_double(p_, value); }
 
-  // Bytes written so far into the output string.
+  // Bytes written so far into the output buffer.
   size_t written() const { return static_cast<size_t>(p_ - out_->data()); }
 
   // `,\n{"name":<quoted_name>,"ph":"<ph>","pid":P,"tid":T,"ts":TS` (no closing brace).
@@ -123,8 +120,9 @@ class EventText {
   }
 
  private:
-  std::string* out_;
+  TextBuffer* out_;
   char* p_;
+  const char* end_;
 };
 
 constexpr size_t kOpBeginRoom = kEventRoom + kOpArgsRoom;
@@ -177,7 +175,7 @@ void span_text(std::string_view phase, const PidSlot& pid, int64_t tid, int64_t 
 }
 
 // A readiness tick: a zero-length 'X' named by the rank.
-void tick_text(int64_t pid, int64_t ts, int32_t rank, double lag_us, EventText* t) {
+void tick_text(int64_t pid, int64_t ts, int32_t rank, int64_t lag_ns, EventText* t) {
   char name[24] = "\"";
   char* end = std::to_chars(name + 1, name + sizeof(name) - 1, rank).ptr;
   *end++ = '"';
@@ -185,18 +183,18 @@ void tick_text(int64_t pid, int64_t ts, int32_t rank, double lag_us, EventText* 
   t->lit(",\"dur\":0,\"args\":{\"rank\":");
   t->num(rank);
   t->lit(",\"lag_us\":");
-  t->fixed3(lag_us);
+  t->us3(lag_ns);
   t->lit("}}");
 }
 
 // The 'E' of a NEGOTIATE_<OP> slice; `error` is the quoted message, or empty for none.
 void negotiate_end_text(std::string_view phase, int64_t pid, int64_t ts, int32_t last_rank,
-                        double spread_us, std::string_view error, EventText* t) {
+                        int64_t spread_ns, std::string_view error, EventText* t) {
   t->open(phase, 'E', pid, 0, ts);
   t->lit(",\"args\":{\"last_rank\":");
   t->num(last_rank);
   t->lit(",\"spread_us\":");
-  t->fixed3(spread_us);
+  t->us3(spread_ns);
   if (!error.empty()) {
     t->lit(",\"error\":");
     t->str(error);
@@ -204,11 +202,9 @@ void negotiate_end_text(std::string_view phase, int64_t pid, int64_t ts, int32_t
   t->lit("}}");
 }
 
-// (later - earlier) / 1000 without overflow on corrupt input; exact for real clock readings.
-double difference_us(int64_t later, int64_t earlier) {
-  return static_cast<double>(
-             static_cast<int64_t>(static_cast<uint64_t>(later) - static_cast<uint64_t>(earlier))) /
-         1e3;
+// later - earlier, wrapping instead of overflowing on corrupt input.
+int64_t difference_ns(int64_t later, int64_t earlier) {
+  return static_cast<int64_t>(static_cast<uint64_t>(later) - static_cast<uint64_t>(earlier));
 }
 
 }  // namespace
@@ -224,7 +220,7 @@ EventFormatter::EventFormatter(const StringTable& strings, int64_t start_ns)
   json::append_string(phase_name(Phase::kCount), &quoted_phases_.back());
 }
 
-size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, std::string* out) {
+size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, TextBuffer* out) {
   open_metadata("process_name", 0, 0, out);
   out->append("\"name\":\"ranktime\"}}");
   open_metadata("process_sort_index", 0, 0, out);
@@ -237,18 +233,17 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, std::str
   json::append_int(metadata.ranks, out);
   out->append(",\"hostnames\":");
   append_array(
-      metadata.hostnames, [](const std::string& s, std::string* o) { json::append_string(s, o); },
-      out);
+      metadata.hostnames, [](const std::string& s, TextBuffer* o) { append_quoted(s, o); }, out);
   out->append(",\"pids\":");
-  append_array(metadata.pids, json::append_int, out);
+  append_array(metadata.pids, json::append_int<TextBuffer>, out);
   out->append(",\"start_time_since_epoch_in_micros\":");
   json::append_int(metadata.start_time_since_epoch_us, out);
   out->append(",\"config\":{");
   for (size_t i = 0; i < metadata.config.size(); ++i) {
     if (i != 0) out->push_back(',');
-    json::append_string(metadata.config[i].first, out);
+    append_quoted(metadata.config[i].first, out);
     out->push_back(':');
-    json::append_string(metadata.config[i].second, out);
+    append_quoted(metadata.config[i].second, out);
   }
   out->append("},\"clock_offsets_us\":");
   append_doubles(metadata.clock_offsets_us, out);
@@ -265,7 +260,7 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, std::str
 size_t EventFormatter::append_run_end(uint64_t events_written, uint64_t events_dropped,
                                       const std::vector<double>& clock_offsets_us,
                                       const std::vector<double>& clock_uncertainty_us,
-                                      std::string* out) {
+                                      TextBuffer* out) {
   open_metadata("ranktime_run_end", 0, 0, out);
   out->append("\"events_written\":");
   json::append_int(static_cast<int64_t>(events_written), out);
@@ -305,7 +300,7 @@ EventFormatter::TensorState& EventFormatter::tensor_state(uint32_t tensor) {
   return sparse_tensors_[tensor];
 }
 
-size_t EventFormatter::name_tensor(uint32_t tensor, std::string* out) {
+size_t EventFormatter::name_tensor(uint32_t tensor, TextBuffer* out) {
   TensorState& state = tensor_state(tensor);
   if (state.named) return 0;
   state.named = true;
@@ -323,7 +318,7 @@ size_t EventFormatter::name_tensor(uint32_t tensor, std::string* out) {
   return 3;
 }
 
-size_t EventFormatter::name_lane(uint32_t tensor, int16_t rank, std::string* out) {
+size_t EventFormatter::name_lane(uint32_t tensor, int16_t rank, TextBuffer* out) {
   size_t events = name_tensor(tensor, out);
   std::vector<bool>& lanes = tensor_state(tensor).lanes_named;
   const auto lane = static_cast<uint16_t>(rank);
@@ -395,7 +390,7 @@ void EventFormatter::render_batch(LaneBatch* batch) {
   batch->rendered = true;
 }
 
-size_t EventFormatter::append_batch_tensor(const Record& record, std::string* out) {
+size_t EventFormatter::append_batch_tensor(const Record& record, TextBuffer* out) {
   const auto lane = static_cast<uint16_t>(record.rank);
   if (lane >= batches_.size()) return 0;
   LaneBatch& batch = batches_[lane];
@@ -409,7 +404,7 @@ size_t EventFormatter::append_batch_tensor(const Record& record, std::string* ou
   char pid[24];
   const size_t pid_size = static_cast<size_t>(
       std::to_chars(pid, pid + sizeof(pid), int64_t{record.tensor} + 1).ptr - pid);
-  const std::string_view text = batch.text;
+  const std::string_view text = batch.text.view();
   EventText t(out, text.size() + batch.cuts.size() * pid_size + kOpArgsRoom);
   size_t from = 0;
   for (size_t i = 0; i < batch.cuts.size(); ++i) {
@@ -425,7 +420,7 @@ size_t EventFormatter::append_batch_tensor(const Record& record, std::string* ou
   return events + batch.cuts.size() - 1;
 }
 
-size_t EventFormatter::append_negotiation(const Record& record, std::string* out) {
+size_t EventFormatter::append_negotiation(const Record& record, TextBuffer* out) {
   const NegotiationArgs& n = record.args.negotiation;
   const int ticks = n.ticks < kMaxInlineTicks ? n.ticks : kMaxInlineTicks;
   if (ticks == 0) return 0;  // corrupt: a negotiation has a tick per rank
@@ -433,27 +428,19 @@ size_t EventFormatter::append_negotiation(const Record& record, std::string* out
   const std::string& error = error_text(n.error_string);
   const std::string& phase = quoted_phase(record.phase);
   const int64_t pid = int64_t{record.tensor} + 1;
-  double lag_us[kMaxInlineTicks];
-  size_t room = 2 * kEventRoom + 2 * phase.size() + error.size();
-  for (int i = 0; i < ticks; ++i) {
-    lag_us[i] = difference_us(n.ready_ns[i], n.ready_ns[0]);
-    room += kEventRoom + fixed3_room(lag_us[i]);
-  }
-  const double spread_us = lag_us[ticks - 1];
-  room += fixed3_room(spread_us);
-  EventText t(out, room);
+  EventText t(out, (2 + ticks) * kEventRoom + 2 * phase.size() + error.size());
   t.open(phase, 'B', pid, 0, record.ts_ns - start_ns_);
   t.chr('}');
   for (int i = 0; i < ticks; ++i) {
     const int64_t at = tick_ns(n.ready_ns[i], record.ts_ns, record.end_ns);
-    tick_text(pid, at - start_ns_, n.rank[i], lag_us[i], &t);
+    tick_text(pid, at - start_ns_, n.rank[i], difference_ns(n.ready_ns[i], n.ready_ns[0]), &t);
   }
-  negotiate_end_text(phase, pid, record.end_ns - start_ns_, n.rank[ticks - 1], spread_us, error,
-                     &t);
+  negotiate_end_text(phase, pid, record.end_ns - start_ns_, n.rank[ticks - 1],
+                     difference_ns(n.ready_ns[ticks - 1], n.ready_ns[0]), error, &t);
   return events + 2 + static_cast<size_t>(ticks);
 }
 
-size_t EventFormatter::append_record(const Record& record, std::string* out) {
+size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
   const int64_t pid = int64_t{record.tensor} + 1;
   const int64_t lane_tid = int64_t{record.rank} + 1;
   const int64_t ts = record.ts_ns - start_ns_;
@@ -493,16 +480,16 @@ size_t EventFormatter::append_record(const Record& record, std::string* out) {
     }
     case RecordKind::kTick: {
       const size_t events = name_tensor(record.tensor, out);
-      EventText t(out, kEventRoom + fixed3_room(record.args.tick.lag_us));
-      tick_text(pid, ts, record.args.tick.rank, record.args.tick.lag_us, &t);
+      EventText t(out, kEventRoom);
+      tick_text(pid, ts, record.args.tick.rank, record.args.tick.lag_ns, &t);
       return events + 1;
     }
     case RecordKind::kNegotiateEnd: {
       const NegotiateEndArgs& negotiate = record.args.negotiate;
       const size_t events = name_tensor(record.tensor, out);
       const std::string& error = error_text(negotiate.error_string);
-      EventText t(out, kEventRoom + phase.size() + fixed3_room(negotiate.spread_us) + error.size());
-      negotiate_end_text(phase, pid, ts, negotiate.last_rank, negotiate.spread_us, error, &t);
+      EventText t(out, kEventRoom + phase.size() + error.size());
+      negotiate_end_text(phase, pid, ts, negotiate.last_rank, negotiate.spread_ns, error, &t);
       return events + 1;
     }
     case RecordKind::kNegotiation:

@@ -10,6 +10,7 @@
 #include "ranktime/timeline/record.h"
 #include "ranktime/timeline/string_table.h"
 #include "ranktime/timeline/trace_writer.h"
+#include "text_buffer.h"
 
 namespace ranktime::timeline {
 
@@ -21,14 +22,14 @@ class EventFormatter {
   EventFormatter(const StringTable& strings, int64_t start_ns);
 
   // The first events of a file: pid 0's names and the `ranktime_run` metadata.
-  size_t append_run_metadata(const RunMetadata& metadata, std::string* out);
+  size_t append_run_metadata(const RunMetadata& metadata, TextBuffer* out);
   // The events of one record, preceded by the metadata of its tensor and lane the first time
   // they appear. An unknown record kind (corrupt bytes from a peer) appends nothing.
-  size_t append_record(const Record& record, std::string* out);
+  size_t append_record(const Record& record, TextBuffer* out);
   // `ranktime_run_end`: the file's last event.
   size_t append_run_end(uint64_t events_written, uint64_t events_dropped,
                         const std::vector<double>& clock_offsets_us,
-                        const std::vector<double>& clock_uncertainty_us, std::string* out);
+                        const std::vector<double>& clock_uncertainty_us, TextBuffer* out);
 
  private:
   struct TensorState {
@@ -43,7 +44,7 @@ class EventFormatter {
     // Rendered on the batch's first tensor: every event's text, the same for all its tensors
     // but for the pid (inserted at each cut) and the operation's args (at the second cut).
     bool rendered = false;
-    std::string text;
+    TextBuffer text;
     std::vector<size_t> cuts;
   };
 
@@ -54,11 +55,11 @@ class EventFormatter {
   const std::string& error_text(uint32_t error_string);
   void add_to_batch(const Record& record);
   void render_batch(LaneBatch* batch);
-  size_t append_batch_tensor(const Record& record, std::string* out);
-  size_t append_negotiation(const Record& record, std::string* out);
+  size_t append_batch_tensor(const Record& record, TextBuffer* out);
+  size_t append_negotiation(const Record& record, TextBuffer* out);
   TensorState& tensor_state(uint32_t tensor);
-  size_t name_tensor(uint32_t tensor, std::string* out);
-  size_t name_lane(uint32_t tensor, int16_t rank, std::string* out);
+  size_t name_tensor(uint32_t tensor, TextBuffer* out);
+  size_t name_lane(uint32_t tensor, int16_t rank, TextBuffer* out);
   const StringTable& strings_;
   const int64_t start_ns_;
   // Caches indexed by string id (ids are dense); ids the table had not given out when first seen

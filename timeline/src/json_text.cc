@@ -133,17 +133,4 @@ char* write_double(char* p, double value) {
   return std::to_chars(p, p + kMaxDouble, value).ptr;
 }
 
-void append_double(double value, std::string* out) {
-  char text[kMaxDouble];
-  out->append(text, static_cast<size_t>(write_double(text, value) - text));
-}
-
-char* write_fixed3(char* p, double value) {
-  if (!std::isfinite(value)) {
-    std::memcpy(p, "null", 4);
-    return p + 4;
-  }
-  return std::to_chars(p, p + kMaxFixed3, value, std::chars_format::fixed, 3).ptr;
-}
-
 }  // namespace ranktime::timeline::json

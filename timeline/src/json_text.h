@@ -20,23 +20,23 @@ void append_string(std::string_view s, std::string* out);
 inline constexpr size_t kMaxUs3 = 26;
 char* write_us3(char* p, int64_t ns);
 
-// Appends the shortest text that reads back as `value` ("20011.5", "-0.4", "0");
-// NaN and infinities, which JSON cannot hold, as null.
-void append_double(double value, std::string* out);
-// The same text written at `p` (room for kMaxDouble bytes); returns its end.
+// Writes the shortest text that reads back as `value` ("20011.5", "-0.4", "0") at `p` (room
+// for kMaxDouble bytes); NaN and infinities, which JSON cannot hold, as null. Returns its end.
 inline constexpr size_t kMaxDouble = 32;
 char* write_double(char* p, double value);
 
-// Writes `value` at `p` (room for kMaxFixed3 bytes: a huge double in fixed notation is over 300
-// characters) with exactly three decimals ("20000.250"), NaN and infinities as null; returns
-// its end.
-inline constexpr size_t kMaxFixed3 = 400;
-char* write_fixed3(char* p, double value);
+// The same text appended to `out` (a std::string or a TextBuffer).
+template <typename Out>
+void append_double(double value, Out* out) {
+  char text[kMaxDouble];
+  out->append(std::string_view(text, static_cast<size_t>(write_double(text, value) - text)));
+}
 
-inline void append_int(int64_t value, std::string* out) {
+template <typename Out>
+void append_int(int64_t value, Out* out) {
   char text[24];
   const auto result = std::to_chars(text, text + sizeof(text), value);
-  out->append(text, result.ptr);
+  out->append(std::string_view(text, static_cast<size_t>(result.ptr - text)));
 }
 
 }  // namespace ranktime::timeline::json

@@ -176,7 +176,7 @@ struct TraceWriter::Impl {
   uint64_t back_covers = 0;      // flush requests made before the batch was taken
   bool back_last = false;        // the batch was taken after close(): the run end follows it
   EventFormatter formatter;
-  std::string chunk;
+  TextBuffer chunk;
   int64_t closing_offset = 0;  // file offset of the closing "\n]\n"
   int open_error = 0;          // errno of a failed header write, reported by the thread
   bool reported_error = false;
@@ -346,7 +346,7 @@ void TraceWriter::Impl::write_piece(size_t max_bytes) {
 bool TraceWriter::Impl::write_chunk(size_t events) {
   chunk.append(kClosing);
   int error = 0;
-  if (!write_at(closing_offset, chunk, &error)) {
+  if (!write_at(closing_offset, chunk.view(), &error)) {
     fail(error);
     return false;
   }
@@ -401,9 +401,9 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const TraceWriterOptions& options
   }
   // The header is on disk before open() returns: the file is a complete array from the start.
   const size_t events = impl->formatter.append_run_metadata(metadata, &impl->chunk);
-  impl->chunk[0] = '[';
+  impl->chunk.data()[0] = '[';
   impl->chunk.append(kClosing);
-  if (impl->write_at(0, impl->chunk, &impl->open_error)) {
+  if (impl->write_at(0, impl->chunk.view(), &impl->open_error)) {
     impl->closing_offset = static_cast<int64_t>(impl->chunk.size() - kClosing.size());
     impl->events_written = events;
   } else {

@@ -94,13 +94,13 @@ struct BatchArgs {
 
 struct TickArgs {
   int32_t rank;
-  double lag_us;  // behind the first rank to become ready
+  int64_t lag_ns;  // behind the first rank to become ready (written as "lag_us")
 };
 
 struct NegotiateEndArgs {
   int32_t last_rank;
   uint32_t error_string;  // StringTable id of an error message (mismatch), 0 when none
-  double spread_us;       // last rank's readiness minus first rank's
+  int64_t spread_ns;      // last rank's readiness minus first rank's (written as "spread_us")
 };
 
 inline constexpr int kMaxInlineTicks = 6;
