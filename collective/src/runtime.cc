@@ -666,9 +666,9 @@ bool Runtime::coordinator_step() {
     list.responses = coordinator_->take_ready(
         FusionOptions{config_.fusion_threshold, config_.fusion_max_tensor}, &negotiations_);
     now = clock_.now_ns();
+    timeline_->negotiations(negotiations_, now);
     std::lock_guard<std::mutex> lock(lateness_mutex_);
     for (const Negotiation& n : negotiations_) {
-      timeline_->negotiation(n, now);
       if (n.op != OpType::kTimelineStart && n.op != OpType::kTimelineStop)
         lateness_->add(n.ready_ns);
     }

@@ -101,8 +101,14 @@ void TimelineRecorder::emit(const Record* records, size_t n) {
   outbox_dropped_ += n - kept;
 }
 
-void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
-  if (!on_) return;
+void TimelineRecorder::negotiations(const std::vector<Negotiation>& done, int64_t known_ns) {
+  if (!on_ || done.empty()) return;
+  batch_.clear();
+  for (const Negotiation& n : done) add_negotiation(n, known_ns);
+  emit(batch_.data(), batch_.size());
+}
+
+void TimelineRecorder::add_negotiation(const Negotiation& n, int64_t known_ns) {
   if (last_negotiation_end_.size() <= n.tensor_id) last_negotiation_end_.resize(n.tensor_id + 1, 0);
   ticks_.clear();
   for (int r = 0; r < static_cast<int>(n.ready_ns.size()); ++r)
@@ -127,14 +133,14 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
       args.ready_ns[i] = ticks_[i].first;
       args.rank[i] = ticks_[i].second;
     }
-    emit(r);
+    batch_.push_back(r);
     last_negotiation_end_[n.tensor_id] = r.end_ns;
     return;
   }
   const int64_t end_ns = r.end_ns;
   r.end_ns = 0;
   r.kind = RecordKind::kNegotiateBegin;
-  emit(r);
+  batch_.push_back(r);
   for (const auto& [t, rank] : ticks_) {
     Record tick;
     tick.tensor = n.tensor_id;
@@ -143,7 +149,7 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
     tick.ts_ns = timeline::tick_ns(t, r.ts_ns, end_ns);
     tick.args.tick.rank = rank;
     tick.args.tick.lag_ns = t - first;
-    emit(tick);
+    batch_.push_back(tick);
   }
   Record end = r;
   end.kind = RecordKind::kNegotiateEnd;
@@ -151,7 +157,7 @@ void TimelineRecorder::negotiation(const Negotiation& n, int64_t known_ns) {
   end.args.negotiate.last_rank = ticks_.back().second;
   end.args.negotiate.spread_ns = ticks_.back().first - first;
   end.args.negotiate.error_string = error;
-  emit(end);
+  batch_.push_back(end);
   last_negotiation_end_[n.tensor_id] = end.ts_ns;
 }
 

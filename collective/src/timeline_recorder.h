@@ -34,8 +34,8 @@ class TimelineRecorder {
   // Whether this rank records its processing lanes.
   bool lanes_on() const { return on_ && (rank_ == 0 || all_ranks_); }
 
-  // Rank 0: a finished negotiation, known complete at `known_ns`.
-  void negotiation(const Negotiation& n, int64_t known_ns);
+  // Rank 0: negotiations finished in one cycle, known complete at `known_ns` (one push).
+  void negotiations(const std::vector<Negotiation>& done, int64_t known_ns);
   void cycle(int64_t cycle, int64_t now_ns);
   void instant(const std::string& name, const std::string& message, int64_t now_ns);
   // Rank 0, from any thread (the signal watcher, the peer watchdog), even while the background
@@ -69,6 +69,8 @@ class TimelineRecorder {
   void emit(const timeline::Record* records, size_t n);
   timeline::Record instant_record(const std::string& name, const std::string& message,
                                   int64_t now_ns);
+  // Appends the records of one negotiation to batch_.
+  void add_negotiation(const Negotiation& n, int64_t known_ns);
 
   int rank_;
   int size_;
@@ -84,7 +86,8 @@ class TimelineRecorder {
   uint64_t outbox_dropped_ = 0;
   std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
   std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
-  std::vector<timeline::Record> batch_;         // scratch: one processed() call's records
+  std::vector<timeline::Record>
+      batch_;  // scratch: one negotiations() or processed() call's records
 };
 
 }  // namespace ranktime
