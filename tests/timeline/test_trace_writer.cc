@@ -677,7 +677,8 @@ TEST(TraceWriter, TimestampsAreMicrosecondsWithThreeDecimals) {
   const uint32_t tensor = strings.intern("t");
   auto writer = open_or_fail(options_for(dir.file("t.json")), strings);
   const std::vector<int64_t> offsets_ns = {
-      0, 1, 999, 1000, 1234567, -1500, -1, 86400000000001, 100000000, 1000000001, 4000000000000};
+      0,         1,          999,           1000, 1234567, -1500, -1,        86400000000001,
+      100000000, 1000000001, 4000000000000, 10,   100,     99999, 123456789, -10020};
   for (int64_t offset : offsets_ns) writer->push(cycle(kStartNs + offset, 1));
   writer->push(negotiate_begin(tensor, kStartNs));
   writer->push(tick(tensor, 0, kStartNs, 333));
@@ -693,7 +694,8 @@ TEST(TraceWriter, TimestampsAreMicrosecondsWithThreeDecimals) {
   const std::vector<std::string> expected = {
       "0.000",          "0.001",  "0.999",           "1.000",      "1234.567",
       "-1.500",         "-0.001", "86400000000.001", "100000.000", "1000000.001",
-      "4000000000.000", "0.000",  "0.000",           "0.001"};
+      "4000000000.000", "0.010",  "0.100",           "99.999",     "123456.789",
+      "-10.020",        "0.000",  "0.000",           "0.001"};
   EXPECT_EQ(ts, expected);
   const std::regex three_decimals(R"(-?[0-9]+\.[0-9]{3})");
   for (const std::string& lexeme : decimal3) {
