@@ -39,6 +39,34 @@ std::string describe_difference(const std::vector<Request>& by_rank, const char*
   return s;
 }
 
+// Whether every rank's request agrees with rank 0's in all that validate_requests checks: the
+// case of every negotiation of a correct program, decided without building a string (the
+// detailed comparison below costs ~9,000 instructions per tensor).
+bool all_agree(const std::vector<Request>& by_rank) {
+  const Request& first = by_rank[0];
+  const bool check_reduction = first.op == OpType::kAllreduce;
+  const bool check_shape = first.op == OpType::kAllreduce || first.op == OpType::kBroadcast;
+  const bool check_trailing = first.op == OpType::kAllgather;
+  if (check_trailing && first.shape.empty()) return false;
+  if (first.op == OpType::kBroadcast &&
+      (first.root < 0 || first.root >= static_cast<int>(by_rank.size()))) {
+    return false;
+  }
+  for (const Request& q : by_rank) {
+    if (!q.error.empty() || q.op != first.op || q.dtype != first.dtype ||
+        (q.device == kCpuDevice) != (first.device == kCpuDevice) ||
+        (check_reduction && q.reduce_op != first.reduce_op) ||
+        (check_shape && q.shape != first.shape) ||
+        (check_trailing &&
+         (q.shape.size() != first.shape.size() ||
+          !std::equal(q.shape.begin() + 1, q.shape.end(), first.shape.begin() + 1))) ||
+        (first.op == OpType::kBroadcast && q.root != first.root)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int64_t request_bytes(const Request& q) {
@@ -48,6 +76,7 @@ int64_t request_bytes(const Request& q) {
 }
 
 std::string validate_requests(const std::vector<Request>& by_rank) {
+  if (all_agree(by_rank)) return "";
   const std::string prefix = "tensor '" + by_rank.at(0).name + "': ";
   for (size_t r = 0; r < by_rank.size(); ++r) {
     if (!by_rank[r].error.empty())
