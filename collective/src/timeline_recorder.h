@@ -86,8 +86,7 @@ class TimelineRecorder {
   uint64_t outbox_dropped_ = 0;
   std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
   std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
-  std::vector<timeline::Record>
-      batch_;  // scratch: one negotiations() or processed() call's records
+  std::vector<timeline::Record> batch_;         // scratch: one call's records
 };
 
 }  // namespace ranktime

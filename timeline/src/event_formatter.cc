@@ -56,8 +56,8 @@ void append_doubles(const std::vector<double>& values, TextBuffer* out) {
 }
 
 // Room for one event's fixed parts (keys, pid, tid, timestamp, closing braces, a few short
-// args); names, phase, messages and an operation's args are added to it by size. Kept tight:
-// the room is zero-filled before it is written.
+// args); names, phase, messages and an operation's args are added to it by size. Exceeding
+// it is a bug (EventText aborts); the ExtremeValues test writes every field at its widest.
 // Worst cases: open() 105 bytes + name; a tick 185; a negotiation end 170 + phase and error.
 constexpr size_t kEventRoom = 200;
 constexpr size_t kOpArgsRoom = 128 + kMaxInlineDims * 21;
