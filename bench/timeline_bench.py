@@ -1,8 +1,11 @@
 """Timeline overhead, in one run: ranktime-synth with the timeline off, on, and on with cycle
 markers, on the ResNet-50 gradient set and on 1,000 small tensors. Rounds are interleaved so that
-drift in machine load hits every variant alike; prints each variant's step time (the median
-over rounds of each run's median step, and of each run's mean step) and the on/off ratios, and
-the trace's size per event. Also the idle CPU of a runtime with the timeline off and on
+drift in machine load hits every variant alike (each round in a rotated order); prints each
+variant's step time (the median over rounds of each run's median step, and of each run's mean
+step), the on/off ratios of those, the on/off ratio paired within each round (the median over
+rounds of on/off from runs minutes apart is at the mercy of this VM's slow phases; a round's
+runs are seconds apart), and the trace's size per event. Every trace is deleted and the page
+cache synced after its run, so no run pays for writing back an earlier run's file. Also the idle CPU of a runtime with the timeline off and on
 (allreduce_bench --idle-only).
 
 Each run lasts well over the writer's 250 ms flush interval (by default 60 ResNet-50 steps and
@@ -72,17 +75,26 @@ def main():
         steps = a.steps or default_steps
         times = {v: [] for v in variants}
         size = events = 0
-        for _ in range(a.rounds):
-            for vname, env in variants.items():
-                times[vname].append(synth(a.build, a.ranks, wargs + ["--steps", str(steps)], env))
+        names = list(variants)
+        for r in range(a.rounds):
+            for vname in names[r % len(names):] + names[:r % len(names)]:
+                times[vname].append(synth(a.build, a.ranks, wargs + ["--steps", str(steps)], variants[vname]))
                 if vname == "on":
                     size = os.path.getsize(trace)
                     events = events_written(trace)
+                if os.path.exists(trace):
+                    os.remove(trace)
+                os.sync()
         for i, stat in enumerate(("median", "mean")):
             m = {v: statistics.median(t[i] for t in ts) for v, ts in times.items()}
             print(f"{wname}, {steps} steps, {stat} step: off {m['off']:.3f} ms, on {m['on']:.3f} ms, "
                   f"on+cycles {m['on+cycles']:.3f} ms; on/off {m['on'] / m['off']:.3f}, "
                   f"on+cycles/off {m['on+cycles'] / m['off']:.3f}")
+        for i, stat in enumerate(("median", "mean")):
+            for v in ("on", "on+cycles"):
+                paired = sorted(t[i] / o[i] for t, o in zip(times[v], times["off"]))
+                print(f"{wname}, {stat} step, {v}/off paired within rounds: median "
+                      f"{statistics.median(paired):.3f} (rounds {' '.join(f'{x:.2f}' for x in paired)})")
         print(f"{wname}: trace {events} events, {size / max(events, 1):.1f} bytes/event, "
               f"{events / steps / a.ranks:.0f} events per step per rank")
     off = idle_cpu(a.build, a.ranks, {}, a.idle_seconds)
