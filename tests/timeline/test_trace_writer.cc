@@ -1003,6 +1003,29 @@ TEST(TraceWriter, IdleDetectorRunsAtIdlePriorityOnlyWhileOpen) {
   EXPECT_EQ(threads_with_policy(SCHED_IDLE), before);
 }
 
+// The writer thread is SCHED_BATCH (no wake-up preemption) when it uses idle cores, and a plain
+// SCHED_OTHER thread otherwise; it is joined on close.
+TEST(TraceWriter, WriterRunsAsBatchOnlyWhenUsingIdleCores) {
+  TempDir dir;
+  StringTable strings;
+  const size_t before = threads_with_policy(SCHED_BATCH);
+  for (const bool idle_cores : {true, false}) {
+    SCOPED_TRACE(idle_cores ? "idle cores" : "no idle detector");
+    TraceWriterOptions options = options_for(dir.file(idle_cores ? "idle.json" : "plain.json"));
+    options.use_idle_cores = idle_cores;
+    auto writer = open_or_fail(options, strings);
+    // The writer sets its own policy when it starts: wait for it.
+    const size_t expected = before + (idle_cores ? 1 : 0);
+    for (int attempt = 0; attempt < 2000 && threads_with_policy(SCHED_BATCH) != expected;
+         ++attempt) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_EQ(threads_with_policy(SCHED_BATCH), expected);
+    writer->close();
+    EXPECT_EQ(threads_with_policy(SCHED_BATCH), before);
+  }
+}
+
 // With the flush interval at an hour and no flush(), records still reach the file: an eighth of
 // the buffer on idle cores (this test leaves cores idle), half of it in any case.
 TEST(TraceWriter, WritesOnIdleCoresAndWhenHalfFullWithoutFlush) {

@@ -243,6 +243,14 @@ void TraceWriter::Impl::close() {
 }
 
 void TraceWriter::Impl::run() {
+  if (options.use_idle_cores) {
+    // No wake-up preemption: a piece the writer wakes up for waits for a core to come free
+    // instead of taking one from a rank, at the same weight as a normal thread (no starvation,
+    // so no thread waiting on its mutex waits long). Best effort: where refused, SCHED_OTHER.
+    // Small-tensor steps, 22 rotated rounds: faster than SCHED_OTHER in 16 (docs/benchmarks.md).
+    sched_param param{};
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+  }
   std::unique_lock<std::mutex> lock(mutex);
   if (open_error != 0) {
     lock.unlock();

@@ -37,8 +37,9 @@ struct TraceWriterOptions {
   // Longest time a pushed record waits before it is on disk (the SIGKILL loss bound).
   std::chrono::milliseconds flush_interval{250};
   // Write a piece whenever a core is idle (a detector thread at SCHED_IDLE priority tells the
-  // writer), besides when the buffer is half full or records a flush interval old. False: only
-  // the latter (tests).
+  // writer), besides when the buffer is half full or records a flush interval old; and run the
+  // writer as SCHED_BATCH, so that its wake-ups never preempt a rank (it keeps its full share of
+  // the CPU). False: only the latter writes, at SCHED_OTHER (tests).
   bool use_idle_cores = true;
   // Called once, from the writer thread, on the first I/O error (message names path and errno).
   std::function<void(const std::string&)> on_error;
