@@ -5,8 +5,8 @@ variant's step time (the median over rounds of each run's median step, and of ea
 step), the on/off ratios of those, the on/off ratio paired within each round (the median over
 rounds of on/off from runs minutes apart is at the mercy of this VM's slow phases; a round's
 runs are seconds apart), and the trace's size per event. Every trace is deleted and the page
-cache synced after its run, so no run pays for writing back an earlier run's file. Also the idle CPU of a runtime with the timeline off and on
-(allreduce_bench --idle-only).
+cache synced after its run, so no run pays for writing back an earlier run's file. Also the
+idle CPU of a runtime with the timeline off and on (allreduce_bench --idle-only).
 
 Each run lasts well over the writer's 250 ms flush interval (by default 60 ResNet-50 steps and
 400 small-tensor steps, about 2 s each), so the steps the writer's flushes land on are measured

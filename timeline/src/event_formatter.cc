@@ -52,7 +52,7 @@ void append_array(const std::vector<T>& values, AppendOne append_one, TextBuffer
 }
 
 void append_doubles(const std::vector<double>& values, TextBuffer* out) {
-  append_array(values, json::append_double<TextBuffer>, out);
+  append_array(values, json::append_double, out);
 }
 
 // Room for one event's fixed parts (keys, pid, tid, timestamp, closing braces, a few short
@@ -235,7 +235,7 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, TextBuff
   append_array(
       metadata.hostnames, [](const std::string& s, TextBuffer* o) { append_quoted(s, o); }, out);
   out->append(",\"pids\":");
-  append_array(metadata.pids, json::append_int<TextBuffer>, out);
+  append_array(metadata.pids, json::append_int, out);
   out->append(",\"start_time_since_epoch_in_micros\":");
   json::append_int(metadata.start_time_since_epoch_us, out);
   out->append(",\"config\":{");

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "text_buffer.h"
+
 namespace ranktime::timeline::json {
 
 // Appends `s` as a JSON string literal, quotes included. Quotes, backslashes and control
@@ -25,15 +27,13 @@ char* write_us3(char* p, int64_t ns);
 inline constexpr size_t kMaxDouble = 32;
 char* write_double(char* p, double value);
 
-// The same text appended to `out` (a std::string or a TextBuffer).
-template <typename Out>
-void append_double(double value, Out* out) {
+// The same text appended to `out`.
+inline void append_double(double value, TextBuffer* out) {
   char text[kMaxDouble];
   out->append(std::string_view(text, static_cast<size_t>(write_double(text, value) - text)));
 }
 
-template <typename Out>
-void append_int(int64_t value, Out* out) {
+inline void append_int(int64_t value, TextBuffer* out) {
   char text[24];
   const auto result = std::to_chars(text, text + sizeof(text), value);
   out->append(std::string_view(text, static_cast<size_t>(result.ptr - text)));

@@ -72,11 +72,17 @@ struct WakeSignals {
   std::atomic<bool> idle_seen{false};
 };
 
-void run_idle_detector(const std::shared_ptr<WakeSignals>& signals) {
-  // Best effort: where SCHED_IDLE is not allowed, every signal is a false one, and the writer
-  // writes a piece at a time as soon as a batch is worth writing.
+// The calling thread's scheduling policy (SCHED_IDLE, SCHED_BATCH: no priority to set). Best
+// effort: where refused, the thread stays SCHED_OTHER.
+void set_own_policy(int policy) {
   sched_param param{};
-  pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+  pthread_setschedparam(pthread_self(), policy, &param);
+}
+
+void run_idle_detector(const std::shared_ptr<WakeSignals>& signals) {
+  // Where SCHED_IDLE is refused, every signal is a false one, and the writer writes a piece at
+  // a time as soon as a batch is worth writing.
+  set_own_policy(SCHED_IDLE);
   for (;;) {
     const int request = signals->idle_request.load();
     if (request == kIdleQuit) return;
@@ -106,8 +112,8 @@ struct TraceWriter::Impl {
   Impl(const TraceWriterOptions& opts, const RunMetadata& metadata, const StringTable& strings)
       : options(opts),
         capacity(opts.capacity_records > 0 ? opts.capacity_records : 1),
-        wake_threshold(capacity / 2 > 0 ? capacity / 2 : 1),
-        idle_threshold(capacity / 8 > 0 ? capacity / 8 : 1),
+        wake_threshold(std::max<size_t>(capacity / 2, 1)),
+        idle_threshold(std::max<size_t>(capacity / 8, 1)),
         // Bounded so that `now + flush_interval` cannot overflow.
         flush_interval(
             std::min<std::chrono::milliseconds>(opts.flush_interval, std::chrono::hours(24))),
@@ -246,10 +252,9 @@ void TraceWriter::Impl::run() {
   if (options.use_idle_cores) {
     // No wake-up preemption: a piece the writer wakes up for waits for a core to come free
     // instead of taking one from a rank, at the same weight as a normal thread (no starvation,
-    // so no thread waiting on its mutex waits long). Best effort: where refused, SCHED_OTHER.
-    // Small-tensor steps, 22 rotated rounds: faster than SCHED_OTHER in 16 (docs/benchmarks.md).
-    sched_param param{};
-    pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+    // so no thread waiting on its mutex waits long). Small-tensor steps, 22 rotated rounds:
+    // faster than SCHED_OTHER in 16 (docs/benchmarks.md).
+    set_own_policy(SCHED_BATCH);
   }
   std::unique_lock<std::mutex> lock(mutex);
   if (open_error != 0) {
