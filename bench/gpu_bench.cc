@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
     const size_t n = static_cast<size_t>(big_mib * (1 << 20)) / 4;
     DeviceMemory big(n * 4);
     cudaMemset(big.p, 0, n * 4);
+    cudaDeviceSynchronize();
     auto ours = [&] {
       check(ranktime::allreduce_async(device_view(big.p, n, device), "bench.big").wait());
     };
@@ -155,6 +156,7 @@ int main(int argc, char** argv) {
     cudaMemset(grads.back()->p, 0, t.elements * 4);
     total += t.elements;
   }
+  cudaDeviceSynchronize();
   auto step = [&] {
     std::vector<ranktime::Handle> handles;
     for (size_t k = set.size(); k-- > 0;) {

@@ -163,6 +163,7 @@ TEST_F(GpuApi, TimelineTraceAndOnOffRatioOnResNet50) {
     grads.push_back(std::make_unique<DeviceBuffer>(t.elements * 4));
     cudaMemset(grads.back()->data(), 0, t.elements * 4);
   }
+  cudaDeviceSynchronize();  // no ready events below: the tensors must be complete
   for (int k = 0; k < 3; ++k) resnet_step(set, grads);  // warm-up: NCCL, buffers, pools
 
   const std::string path = "/tmp/ranktime_gpu_api_" + std::to_string(getppid()) + ".json";

@@ -51,8 +51,12 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // Returns once the data is on the device: a cudaMemcpy from pageable memory may return before
+  // its DMA lands, and the runtime's non-blocking streams do not wait for the legacy stream (a
+  // tensor submitted without a ready event must be complete).
   void upload(const std::vector<uint8_t>& host) const {
     if (!host.empty()) cudaMemcpy(data_, host.data(), host.size(), cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
   }
   std::vector<uint8_t> download() const {
     std::vector<uint8_t> host(bytes_);

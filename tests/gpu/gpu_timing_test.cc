@@ -45,6 +45,7 @@ TEST_F(GpuTiming, NcclAllreduceDurationsMatchRawNccl) {
   const size_t n = size_t{16} << 20;  // 64 MiB of float32
   DeviceBuffer data(n * 4);
   CUDA_OK(cudaMemset(data.data(), 0, n * 4));
+  CUDA_OK(cudaDeviceSynchronize());
 
   // Through ranktime's backend.
   GpuOptions options;

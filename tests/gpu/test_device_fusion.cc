@@ -72,19 +72,22 @@ TEST(DeviceFusion, PackAndUnpackCopies) {
   EXPECT_EQ(out.srcs[1], buffer.data() + 256);
 }
 
-// Tensors that are contiguous views of one allocation (a flat gradient buffer) and land
-// contiguously in the fusion buffer become one copy.
-TEST(DeviceFusion, MergesContiguousCopies) {
+// Tensors that sit back to back in memory and land back to back in the fusion buffer still get
+// one copy each: adjacent tensors may be two allocations, and one copy spanning both is invalid.
+TEST(DeviceFusion, NeverMergesCopiesOfNeighbouringTensors) {
   std::vector<char> flat(1024);
   std::vector<char> buffer(2048);
   FusionLayout l = plan_device_fusion({256, 512, 100});
+  ASSERT_EQ(l.offsets, (std::vector<size_t>{0, 256, 768}));
   CopyBatch in = pack_copies(l, {flat.data(), flat.data() + 256, flat.data() + 768}, buffer.data());
-  ASSERT_EQ(in.count(), 1u);
-  EXPECT_EQ(in.sizes[0], 868u);
-  // Not contiguous at the source: separate copies.
-  CopyBatch apart =
-      pack_copies(l, {flat.data(), flat.data() + 300, flat.data() + 900}, buffer.data());
-  EXPECT_EQ(apart.count(), 3u);
+  ASSERT_EQ(in.count(), 3u);
+  EXPECT_EQ(in.sizes, (std::vector<size_t>{256, 512, 100}));
+  EXPECT_EQ(in.srcs[1], flat.data() + 256);
+  EXPECT_EQ(in.dsts[2], buffer.data() + 768);
+  CopyBatch out =
+      unpack_copies(l, {flat.data(), flat.data() + 256, flat.data() + 768}, buffer.data());
+  ASSERT_EQ(out.count(), 3u);
+  EXPECT_EQ(out.bytes(), 868u);
 }
 
 TEST(DeviceFusion, GatherLayoutWithDifferentFirstDimensions) {

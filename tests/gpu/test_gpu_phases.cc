@@ -81,16 +81,22 @@ TEST(PlanSteps, Allgather) {
 
 // The collective steps (what every rank must issue in the same order) agree between the root and
 // the others, in every mode and op.
+// A rank whose copies failed still runs the collective steps (DeviceSet::launch): what
+// is_collective() calls collective must be what every rank runs, and host steps are all MPI calls.
 TEST(PlanSteps, CollectiveStepsAgreeAcrossRanks) {
   auto collective = [](const std::vector<Step>& steps) {
     std::vector<Action> out;
     for (const Step& s : steps) {
-      if (s.action != Action::kPack && s.action != Action::kUnpack &&
-          s.action != Action::kCopyToHost && s.action != Action::kCopyFromHost)
-        out.push_back(s.action);
+      if (s.on_host) {
+        EXPECT_TRUE(is_collective(s.action)) << action_name(s.action);
+      }
+      if (is_collective(s.action)) out.push_back(s.action);
     }
     return out;
   };
+  for (Action a : {Action::kPack, Action::kUnpack, Action::kCopyToHost, Action::kCopyFromHost}) {
+    EXPECT_FALSE(is_collective(a)) << action_name(a);
+  }
   for (GpuMode mode : {GpuMode::kNccl, GpuMode::kNcclHierarchical, GpuMode::kMpiStaging}) {
     for (OpType op : {OpType::kAllreduce, OpType::kAllgather, OpType::kBroadcast}) {
       for (bool fused : {false, true}) {

@@ -8,18 +8,11 @@ size_t round_up(size_t n, size_t multiple) {
   return multiple <= 1 ? n : (n + multiple - 1) / multiple * multiple;
 }
 
-// Appends one copy, merging it into the previous one when both sides continue it.
+// Appends one copy. Copies of neighbouring tensors are never merged, even when they continue
+// each other on both sides: two allocations can be adjacent in the address space, and a copy that
+// spans both is invalid (cudaErrorInvalidValue, seen on an H100 with two cudaMalloc'd tensors).
 void add_copy(CopyBatch* batch, void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
-  if (!batch->sizes.empty()) {
-    auto* last_dst = static_cast<char*>(batch->dsts.back());
-    const auto* last_src = static_cast<const char*>(batch->srcs.back());
-    size_t& last_size = batch->sizes.back();
-    if (last_dst + last_size == dst && last_src + last_size == src) {
-      last_size += bytes;
-      return;
-    }
-  }
   batch->dsts.push_back(dst);
   batch->srcs.push_back(src);
   batch->sizes.push_back(bytes);

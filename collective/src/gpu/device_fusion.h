@@ -35,11 +35,10 @@ struct CopyBatch {
   size_t bytes() const;
 };
 
-// Copies tensors[i] -> buffer + layout.offsets[i]. Empty tensors are skipped; tensors that sit
-// back to back in memory and in the buffer become one copy.
+// Copies tensors[i] -> buffer + layout.offsets[i], one copy per tensor; empty tensors are skipped.
 CopyBatch pack_copies(const FusionLayout& layout, const std::vector<const void*>& tensors,
                       void* buffer);
-// Copies buffer + layout.offsets[i] -> tensors[i] (same merging).
+// Copies buffer + layout.offsets[i] -> tensors[i], one copy per non-empty tensor.
 CopyBatch unpack_copies(const FusionLayout& layout, const std::vector<void*>& tensors,
                         const void* buffer);
 

@@ -16,8 +16,9 @@ namespace {
 
 // Calibration attempts per anchor; the narrowest window wins.
 constexpr int kAnchorTries = 4;
-// An anchor event on an idle stream completes within microseconds; give up on one after this.
-constexpr int64_t kAnchorTimeoutNs = 10'000'000;
+// An anchor event on an idle stream completes within microseconds; poll for it this long, then
+// wait for it.
+constexpr int64_t kAnchorPollNs = 10'000'000;
 // Up to this many distinct ready events per response get their own timing event, so that each
 // tensor's lane shows when its own data was ready. Beyond it (a framework that records one event
 // per gradient), one event after all the waits: an event record costs about a microsecond of the
@@ -187,8 +188,9 @@ Status DeviceSet::setup_locally(const GpuOptions&) {
   if (rc == cudaSuccess) rc = memory_.init(device_);
   if (rc != cudaSuccess) return Status::Error("CUDA stream set-up: " + cuda_error_text(rc));
   fusion_ = std::make_unique<FusionBuffer>(&memory_);
-  anchor_ = calibrate_anchor();
-  if (!anchor_) return Status::Error("could not anchor CUDA event times to the host clock");
+  std::string why;
+  anchor_ = calibrate_anchor(&why);
+  if (!anchor_) return Status::Error("could not anchor CUDA event times to the host clock: " + why);
   return Status::Ok();
 }
 
@@ -401,9 +403,17 @@ void DeviceSet::launch(Job* job) {
     }
   }
   if (s.ok()) s = take_host_buffer(job);
+  // After a failure this rank's result is lost, but it still takes part in the collectives (on
+  // whatever its buffers hold), as after a failed wait: the other ranks are in them already.
+  auto can_take_part = [job](const Step& step) {
+    if (!is_collective(step.action)) return false;
+    if (step.on_host) return job->host != nullptr;
+    return job->work != nullptr || job->response.op == OpType::kAllgather;
+  };
   for (const Step& step : job->steps) {
-    if (!s.ok()) break;
-    s = step.on_host ? run_host_step(job, step) : run_step(job, step);
+    if (!s.ok() && !can_take_part(step)) continue;
+    Status done = step.on_host ? run_host_step(job, step) : run_step(job, step);
+    if (s.ok()) s = done;
   }
   if (!s.ok() && job->status.ok()) job->status = s;
   {
@@ -728,22 +738,31 @@ void DeviceSet::map_times(Job* job, int64_t seen_ns, JobTimes* times) {
   }
 }
 
-std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor() {
+std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor(std::string* why) {
   std::vector<AnchorSample> samples;
   std::vector<cudaEvent_t> events;
+  cudaError_t failure = cudaSuccess;
   for (int k = 0; k < kAnchorTries; ++k) {
     cudaEvent_t ev = nullptr;
-    if (cudaEventCreate(&ev) != cudaSuccess) break;
+    cudaError_t rc = cudaEventCreate(&ev);
+    if (rc != cudaSuccess) {
+      failure = rc;
+      break;
+    }
     // The anchor stream is idle, so the event executes as soon as the GPU sees it: its timestamp
     // lies between these two host readings. Polling (briefly, once a second) keeps the window
-    // tight; a blocking wait would widen it by the wake-up latency.
+    // tight; a blocking wait would widen it by the wake-up latency. A first event on a fresh
+    // context can take tens of milliseconds: then wait for it, and keep its wide window (still a
+    // true bound) in case no later try does better.
     const int64_t before = clock_->now_ns();
-    cudaError_t rc = cudaEventRecord(ev, anchor_stream_);
+    rc = cudaEventRecord(ev, anchor_stream_);
     while (rc == cudaSuccess && (rc = cudaEventQuery(ev)) == cudaErrorNotReady &&
-           clock_->now_ns() - before < kAnchorTimeoutNs) {
+           clock_->now_ns() - before < kAnchorPollNs) {
     }
+    if (rc == cudaErrorNotReady) rc = cudaEventSynchronize(ev);
     const int64_t after = clock_->now_ns();
     if (rc != cudaSuccess) {
+      failure = rc;
       cudaGetLastError();
       cudaEventDestroy(ev);
       continue;
@@ -766,7 +785,17 @@ std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor() {
       fresh->event = events[best];
       fresh->anchor = event_clock_.add_anchor(samples[best], since);
       events[best] = nullptr;
+      RANKTIME_LOG(kDebug, "device " << device_ << ": anchor " << fresh->anchor.id << " within "
+                                     << fresh->anchor.uncertainty_ns << " ns (" << samples.size()
+                                     << " tries in "
+                                     << (samples.back().after_ns - samples.front().before_ns)
+                                     << " ns)");
+    } else if (why != nullptr) {
+      *why = "cudaEventElapsedTime from the previous anchor failed";
     }
+  } else if (why != nullptr) {
+    *why = "no anchor event completed in " + std::to_string(kAnchorTries) +
+           " tries: " + cuda_error_text(failure);
   }
   for (cudaEvent_t e : events) {
     if (e != nullptr) cudaEventDestroy(e);
@@ -775,8 +804,13 @@ std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor() {
 }
 
 void DeviceSet::reanchor() {
-  std::shared_ptr<AnchorEvent> fresh = calibrate_anchor();
-  if (!fresh) return;
+  std::string why;
+  std::shared_ptr<AnchorEvent> fresh = calibrate_anchor(&why);
+  if (!fresh) {
+    RANKTIME_LOG(kWarning, "device " << device_ << ": re-anchoring the event clock failed (" << why
+                                     << "); GPU phase times keep the previous anchor");
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(anchor_mutex_);
     anchor_ = std::move(fresh);

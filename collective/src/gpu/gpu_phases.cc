@@ -36,6 +36,18 @@ const char* action_name(Action action) {
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }
 
+bool is_collective(Action action) {
+  switch (action) {
+    case Action::kPack:
+    case Action::kUnpack:
+    case Action::kCopyToHost:
+    case Action::kCopyFromHost:
+      return false;
+    default:
+      return true;
+  }
+}
+
 namespace {
 
 constexpr Step kPackStep{Action::kPack, Phase::kMemcpyInFusionBuffer, false};

@@ -35,6 +35,8 @@ enum class Action : uint8_t {
   kMpiAllgather,         // host buffer -> the handle's output
 };
 const char* action_name(Action action);
+// Whether every rank of the set takes part (NCCL and MPI calls), as against this rank's copies.
+bool is_collective(Action action);
 
 struct Step {
   Action action;
