@@ -105,7 +105,7 @@ TEST_F(GpuApi, AllgatherAndBroadcastEveryDtype) {
 
 TEST_F(GpuApi, ReadyEvent) {
   const int64_t n = 1 << 20;
-  DeviceBuffer b(n * 4), busy(size_t{128} << 20);
+  DeviceBuffer b(n * 4);
   cudaStream_t producer;
   cudaEvent_t ready;
   CUDA_OK(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking));
@@ -114,7 +114,7 @@ TEST_F(GpuApi, ReadyEvent) {
   CUDA_OK(cudaMallocHost(&pinned, n * 4));
   auto input = make_input(rank(), 0, n, ReduceOp::kSum, DataType::kFloat32);
   std::memcpy(pinned, input.data(), input.size());
-  for (int k = 0; k < 4; ++k) CUDA_OK(cudaMemsetAsync(busy.data(), k, busy.bytes(), producer));
+  CUDA_OK(delay_stream(producer, 50));  // the data lands well after the tensor is submitted
   CUDA_OK(cudaMemcpyAsync(b.data(), pinned, n * 4, cudaMemcpyHostToDevice, producer));
   CUDA_OK(cudaEventRecord(ready, producer));
   TensorView v = view_of(b, DataType::kFloat32, {n});

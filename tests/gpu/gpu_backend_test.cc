@@ -9,7 +9,9 @@
 #include <tuple>
 #include <vector>
 
+#include "gpu/device_fusion.h"
 #include "gpu/gpu_backend.h"
+#include "gpu/stream_resources.h"
 #include "gpu_test_util.h"
 
 namespace ranktime::gpu_test {
@@ -267,7 +269,6 @@ TEST_F(GpuBackendTest, WaitsForReadyEventsOnTheStream) {
   }
   cudaStream_t producer[2];
   cudaEvent_t ready[2];
-  DeviceBuffer busy(size_t{256} << 20);
   // Pinned sources, so that the copies below are asynchronous and really still running.
   void* inputs[2] = {};
   for (int t = 0; t < 2; ++t) {
@@ -277,10 +278,8 @@ TEST_F(GpuBackendTest, WaitsForReadyEventsOnTheStream) {
     std::vector<uint8_t> bytes = make_input(world_rank(), t, n, ReduceOp::kSum, dtype);
     std::memcpy(inputs[t], bytes.data(), bytes.size());
   }
-  // Tensor 1's producer first keeps its stream busy for a while.
-  for (int k = 0; k < 8; ++k) {
-    CUDA_OK(cudaMemsetAsync(busy.data(), k, busy.bytes(), producer[1]));
-  }
+  // Tensor 1's producer is held for a while first.
+  CUDA_OK(delay_stream(producer[1], 50));
   for (int t = 0; t < 2; ++t) {
     CUDA_OK(cudaMemcpyAsync(tensors[t].memory->data(), inputs[t], n * 4, cudaMemcpyHostToDevice,
                             producer[t]));
@@ -306,6 +305,43 @@ TEST_F(GpuBackendTest, WaitsForReadyEventsOnTheStream) {
     cudaEventDestroy(ready[t]);
     cudaStreamDestroy(producer[t]);
     cudaFreeHost(inputs[t]);
+  }
+}
+
+// The batched copy kernel on its own: more copies than one launch takes, copies that cross its
+// 64 KiB chunks, odd sizes and unaligned pointers (the byte path), empty copies; every byte lands
+// where it should and nothing else is written.
+TEST(BatchedCopy, EveryByteLandsAndNothingElse) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const size_t bytes = size_t{8} << 20;
+  DeviceBuffer src(bytes), dst(bytes + 4096);
+  std::vector<uint8_t> pattern(bytes);
+  for (size_t i = 0; i < bytes; ++i) pattern[i] = static_cast<uint8_t>(i * 7 + i / 251 + 3);
+  src.upload(pattern);
+  dst.upload(std::vector<uint8_t>(dst.bytes(), 0xEE));
+  std::vector<uint8_t> want(dst.bytes(), 0xEE);
+  gpu::CopyBatch batch;
+  size_t from = 0, to = 0;
+  for (int k = 0; k < 1500; ++k) {
+    size_t n = k % 50 == 0 ? 200'001 : (k * 131) % 3000;  // some span several 64 KiB chunks
+    const size_t skew = k % 3 == 0 ? 1 : 0;               // every third pointer unaligned
+    if (from + skew + n > bytes || to + skew + n > bytes) n = 0;
+    batch.srcs.push_back(static_cast<const char*>(src.data()) + from + skew);
+    batch.dsts.push_back(static_cast<char*>(dst.data()) + to + skew);
+    batch.sizes.push_back(n);
+    std::memcpy(want.data() + to + skew, pattern.data() + from + skew, n);
+    from += n + skew + 16;
+    to += n + skew + 48;
+  }
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_OK(gpu::batched_copy(batch, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cudaStreamDestroy(stream);
+  const std::vector<uint8_t> got = dst.download();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], want[i]) << "byte " << i;
   }
 }
 

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ranktime/half.h"
@@ -71,6 +73,18 @@ class DeviceBuffer {
 
 // Small integers (and quarters of them) are exact in every dtype, float16 and bfloat16 included,
 // so results compare exactly against the host reference.
+// Holds `stream` for `ms` milliseconds: work queued after it runs that much later, whatever else
+// shares the GPU (a busy kernel races other processes' work on a shared, time-sliced GPU).
+inline cudaError_t delay_stream(cudaStream_t stream, int ms) {
+  return cudaLaunchHostFunc(
+      stream,
+      [](void* p) {
+        const auto delay = static_cast<int>(reinterpret_cast<intptr_t>(p));
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      },
+      reinterpret_cast<void*>(static_cast<intptr_t>(ms)));
+}
+
 inline void encode(double v, DataType dtype, uint8_t* out) {
   switch (dtype) {
     case DataType::kUInt8: {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,66 @@ class GpuTiming : public ::testing::Test {
   Clock clock_;
 };
 
+// Runs `reps` allreduces of one float32 tensor of `n` elements through a backend with `options`
+// (after 3 warm-ups) and returns the durations of its `phase` spans, as the timeline shows them.
+std::vector<double> phase_durations(const GpuOptions& options, void* data, size_t n,
+                                    timeline::Phase phase, int reps, int device, Clock* clock) {
+  std::vector<double> out;
+  GpuBackend backend(MPI_COMM_WORLD, clock, options, nullptr);
+  TensorEntry e;
+  e.request.name = "big";
+  e.view.data = data;
+  e.view.dtype = DataType::kFloat32;
+  e.view.shape = {static_cast<int64_t>(n)};
+  e.view.device = device;
+  e.handle = std::make_shared<detail::HandleState>();
+  Response r;
+  r.op = OpType::kAllreduce;
+  r.dtype = DataType::kFloat32;
+  r.names = {"big"};
+  r.tensor_ids = {0};
+  for (int k = 0; k < reps + 3; ++k) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    backend.enqueue(r, {&e}, clock->now_ns());
+    backend.drain();
+    std::vector<GpuCompletion> done;
+    backend.take_completions(&done);
+    EXPECT_EQ(done.size(), 1u);
+    if (done.size() != 1) return {};
+    EXPECT_TRUE(done[0].status.ok()) << done[0].status.message();
+    int64_t t = done[0].start_ns;
+    for (const PhaseLog::Span& s : done[0].log.spans) {
+      EXPECT_GE(s.begin_ns, t);
+      EXPECT_GE(s.end_ns, s.begin_ns);
+      t = s.end_ns;
+      if (s.phase == phase && k >= 3) out.push_back(static_cast<double>(s.end_ns - s.begin_ns));
+    }
+    EXPECT_LE(t, done[0].end_ns);
+  }
+  return out;
+}
+
+// The median time of `reps` runs of enqueue() on `stream`, between two events of our own.
+double event_timed_median(cudaStream_t stream, int reps, const std::function<void()>& enqueue) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<double> t;
+  for (int k = 0; k < reps + 3; ++k) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    cudaEventRecord(a, stream);
+    enqueue();
+    cudaEventRecord(b, stream);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (k >= 3) t.push_back(ms * 1e6);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return median(t);
+}
+
 TEST_F(GpuTiming, NcclAllreduceDurationsMatchRawNccl) {
   const int reps = 30;
   const size_t n = size_t{16} << 20;  // 64 MiB of float32
@@ -47,44 +108,10 @@ TEST_F(GpuTiming, NcclAllreduceDurationsMatchRawNccl) {
   CUDA_OK(cudaMemset(data.data(), 0, n * 4));
   CUDA_OK(cudaDeviceSynchronize());
 
-  // Through ranktime's backend.
   GpuOptions options;
   options.collectives = GpuOptions::Collectives::kNccl;
-  std::vector<double> ours;
-  {
-    GpuBackend backend(MPI_COMM_WORLD, &clock_, options, nullptr);
-    TensorEntry e;
-    e.request.name = "big";
-    e.view.data = data.data();
-    e.view.dtype = DataType::kFloat32;
-    e.view.shape = {static_cast<int64_t>(n)};
-    e.view.device = device_;
-    e.handle = std::make_shared<detail::HandleState>();
-    Response r;
-    r.op = OpType::kAllreduce;
-    r.dtype = DataType::kFloat32;
-    r.names = {"big"};
-    r.tensor_ids = {0};
-    for (int k = 0; k < reps + 3; ++k) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      backend.enqueue(r, {&e}, clock_.now_ns());
-      backend.drain();
-      std::vector<GpuCompletion> out;
-      backend.take_completions(&out);
-      ASSERT_EQ(out.size(), 1u);
-      ASSERT_TRUE(out[0].status.ok()) << out[0].status.message();
-      int64_t t = out[0].start_ns;
-      for (const PhaseLog::Span& s : out[0].log.spans) {
-        ASSERT_GE(s.begin_ns, t);
-        ASSERT_GE(s.end_ns, s.begin_ns);
-        t = s.end_ns;
-        if (s.phase == timeline::Phase::kNcclAllreduce && k >= 3) {
-          ours.push_back(static_cast<double>(s.end_ns - s.begin_ns));
-        }
-      }
-      ASSERT_LE(t, out[0].end_ns);
-    }
-  }
+  const std::vector<double> ours = phase_durations(
+      options, data.data(), n, timeline::Phase::kNcclAllreduce, reps, device_, &clock_);
   ASSERT_EQ(ours.size(), static_cast<size_t>(reps));
 
   // Raw NCCL, timed by events on a stream of our own.
@@ -97,31 +124,52 @@ TEST_F(GpuTiming, NcclAllreduceDurationsMatchRawNccl) {
   ASSERT_EQ(ncclCommInitRank(&comm, size_, id, rank_), ncclSuccess);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t a, b;
-  CUDA_OK(cudaEventCreate(&a));
-  CUDA_OK(cudaEventCreate(&b));
-  std::vector<double> raw;
-  for (int k = 0; k < reps + 3; ++k) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    CUDA_OK(cudaEventRecord(a, stream));
-    ASSERT_EQ(ncclAllReduce(data.data(), data.data(), n, ncclFloat32, ncclSum, comm, stream),
-              ncclSuccess);
-    CUDA_OK(cudaEventRecord(b, stream));
-    CUDA_OK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-    if (k >= 3) raw.push_back(ms * 1e6);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  const double m_raw = event_timed_median(stream, reps, [&] {
+    ncclAllReduce(data.data(), data.data(), n, ncclFloat32, ncclSum, comm, stream);
+  });
   cudaStreamDestroy(stream);
   ncclCommDestroy(comm);
 
-  const double m_ours = median(ours), m_raw = median(raw);
+  const double m_ours = median(ours);
   std::printf(
       "NCCL_ALLREDUCE of 64 MiB at %d ranks: ranktime timeline %.1f us, raw events %.1f us\n",
       size_, m_ours / 1e3, m_raw / 1e3);
   EXPECT_LE(std::fabs(m_ours - m_raw), std::max(0.05 * m_raw, 5000.0));
+}
+
+// A phase with real GPU time at any rank count (at one rank NCCL's in-place allreduce moves
+// nothing): the MPI staging path's copy to host memory, against the same copy timed by events of
+// our own. Within 5%.
+TEST_F(GpuTiming, StagedCopyDurationsMatchRawCopies) {
+  const int reps = 20;
+  const size_t n = size_t{16} << 20;  // 64 MiB of float32
+  DeviceBuffer data(n * 4);
+  CUDA_OK(cudaMemset(data.data(), 0, n * 4));
+  CUDA_OK(cudaDeviceSynchronize());
+
+  GpuOptions options;
+  options.collectives = GpuOptions::Collectives::kMpi;
+  const std::vector<double> ours = phase_durations(
+      options, data.data(), n, timeline::Phase::kMemcpyInHostBuffer, reps, device_, &clock_);
+  ASSERT_EQ(ours.size(), static_cast<size_t>(reps));
+
+  void* pinned = nullptr;
+  CUDA_OK(cudaMallocHost(&pinned, n * 4));
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const double m_raw = event_timed_median(stream, reps, [&] {
+    cudaMemcpyAsync(pinned, data.data(), n * 4, cudaMemcpyDeviceToHost, stream);
+  });
+  cudaStreamDestroy(stream);
+  cudaFreeHost(pinned);
+
+  const double m_ours = median(ours);
+  std::printf(
+      "MEMCPY_IN_HOST_BUFFER of 64 MiB at %d ranks: ranktime timeline %.1f us, raw events %.1f "
+      "us\n",
+      size_, m_ours / 1e3, m_raw / 1e3);
+  ASSERT_GT(m_raw, 100e3) << "a 64 MiB copy to host memory should take well over 100 us";
+  EXPECT_LE(std::fabs(m_ours - m_raw), 0.05 * m_raw);
 }
 
 // A fused batch: MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER in order, each

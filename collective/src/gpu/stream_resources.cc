@@ -1,7 +1,6 @@
 // Events, pinned buffers, stream-ordered device memory and batched copies (see stream_resources.h).
 #include "gpu/stream_resources.h"
 
-#include <atomic>
 #include <cstdint>
 
 namespace ranktime::gpu {
@@ -112,30 +111,6 @@ void FusionBuffer::release_all(cudaStream_t stream) {
   if (data_ != nullptr) memory_->release(data_, stream);
   data_ = nullptr;
   bytes_ = 0;
-}
-
-cudaError_t batched_copy(const CopyBatch& batch, cudaStream_t stream) {
-  const size_t n = batch.count();
-  if (n == 0) return cudaSuccess;
-  static std::atomic<bool> batches_work{true};
-  if (n > 1 && batches_work.load(std::memory_order_relaxed)) {
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    size_t first = 0;
-    cudaError_t rc = cudaMemcpyBatchAsync(batch.dsts.data(), batch.srcs.data(), batch.sizes.data(),
-                                          n, &attr, &first, 1, stream);
-    if (rc == cudaSuccess) return rc;
-    // Unsupported here (driver, platform): clear the error and copy one by one from now on. A
-    // genuinely bad pointer fails again below, with its own error.
-    cudaGetLastError();
-    batches_work.store(false, std::memory_order_relaxed);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    cudaError_t rc =
-        cudaMemcpyAsync(batch.dsts[i], batch.srcs[i], batch.sizes[i], cudaMemcpyDefault, stream);
-    if (rc != cudaSuccess) return rc;
-  }
-  return cudaSuccess;
 }
 
 }  // namespace ranktime::gpu

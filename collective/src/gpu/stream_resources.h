@@ -82,8 +82,9 @@ class FusionBuffer {
   size_t bytes_ = 0;
 };
 
-// Enqueues `batch` on `stream` as one cudaMemcpyBatchAsync (falling back to one cudaMemcpyAsync
-// per copy where the driver does not support batches).
+// Enqueues every copy of `batch` (device memory to device memory) on `stream` as one kernel
+// (batched_copy.cu): near the bandwidth of one large cudaMemcpy, where cudaMemcpyBatchAsync ran
+// at 0.08 of it on an H100 and one cudaMemcpyAsync per copy costs a launch per tensor.
 cudaError_t batched_copy(const CopyBatch& batch, cudaStream_t stream);
 
 }  // namespace ranktime::gpu
