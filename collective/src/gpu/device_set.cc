@@ -189,7 +189,7 @@ Status DeviceSet::setup_locally(const GpuOptions&) {
   if (rc != cudaSuccess) return Status::Error("CUDA stream set-up: " + cuda_error_text(rc));
   fusion_ = std::make_unique<FusionBuffer>(&memory_);
   std::string why;
-  anchor_ = calibrate_anchor(&why);
+  anchor_ = calibrate_anchor(/*first=*/true, &why);
   if (!anchor_) return Status::Error("could not anchor CUDA event times to the host clock: " + why);
   return Status::Ok();
 }
@@ -738,7 +738,7 @@ void DeviceSet::map_times(Job* job, int64_t seen_ns, JobTimes* times) {
   }
 }
 
-std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor(std::string* why) {
+std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor(bool first, std::string* why) {
   std::vector<AnchorSample> samples;
   std::vector<cudaEvent_t> events;
   cudaError_t failure = cudaSuccess;
@@ -751,15 +751,16 @@ std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor(std::string*
     }
     // The anchor stream is idle, so the event executes as soon as the GPU sees it: its timestamp
     // lies between these two host readings. Polling (briefly, once a second) keeps the window
-    // tight; a blocking wait would widen it by the wake-up latency. A first event on a fresh
-    // context can take tens of milliseconds: then wait for it, and keep its wide window (still a
-    // true bound) in case no later try does better.
+    // tight; a blocking wait would widen it by the wake-up latency. The first events on a fresh
+    // context can take tens of milliseconds: for the first anchor, wait for them and keep their
+    // wide window (still a true bound) if no later try does better. A re-anchor drops a slow try
+    // instead (a busy, shared GPU): keeping the previous anchor maps better than a wide one.
     const int64_t before = clock_->now_ns();
     rc = cudaEventRecord(ev, anchor_stream_);
     while (rc == cudaSuccess && (rc = cudaEventQuery(ev)) == cudaErrorNotReady &&
            clock_->now_ns() - before < kAnchorPollNs) {
     }
-    if (rc == cudaErrorNotReady) rc = cudaEventSynchronize(ev);
+    if (rc == cudaErrorNotReady && first) rc = cudaEventSynchronize(ev);
     const int64_t after = clock_->now_ns();
     if (rc != cudaSuccess) {
       failure = rc;
@@ -805,10 +806,10 @@ std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor(std::string*
 
 void DeviceSet::reanchor() {
   std::string why;
-  std::shared_ptr<AnchorEvent> fresh = calibrate_anchor(&why);
+  std::shared_ptr<AnchorEvent> fresh = calibrate_anchor(/*first=*/false, &why);
   if (!fresh) {
-    RANKTIME_LOG(kWarning, "device " << device_ << ": re-anchoring the event clock failed (" << why
-                                     << "); GPU phase times keep the previous anchor");
+    RANKTIME_LOG(kDebug, "device " << device_ << ": re-anchoring the event clock failed (" << why
+                                   << "); GPU phase times keep the previous anchor");
     return;
   }
   {

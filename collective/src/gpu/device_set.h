@@ -80,8 +80,8 @@ class DeviceSet {
   void complete(Job* job);
   void map_times(Job* job, int64_t seen_ns, JobTimes* times);
   void reanchor();
-  // A fresh anchor, or null with the reason in *why.
-  std::shared_ptr<AnchorEvent> calibrate_anchor(std::string* why);
+  // A fresh anchor, or null with the reason in *why. The `first` one waits for slow events.
+  std::shared_ptr<AnchorEvent> calibrate_anchor(bool first, std::string* why);
 
   MPI_Comm comm_ = MPI_COMM_NULL;   // this set's duplicate of the runtime's data communicator
   MPI_Comm host_ = MPI_COMM_NULL;   // the worker's: staging and cross-node MPI collectives
