@@ -76,6 +76,10 @@ cudaError_t batched_copy(const CopyBatch& batch, cudaStream_t stream) {
     }
     if (list.count == 0) continue;
     if (chunks > 0x7fffffffu) return cudaErrorInvalidValue;  // over 128 TiB in one launch
+    // A launch reports its error only through cudaGetLastError, which also holds whatever an
+    // earlier call on this thread left there (a failed cudaEventElapsedTime, say, which the
+    // caller handled): clear that first so this copy is not failed for it.
+    cudaGetLastError();
     copy_chunks<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(list);
     const cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
