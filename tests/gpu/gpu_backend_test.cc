@@ -322,17 +322,26 @@ TEST(BatchedCopy, EveryByteLandsAndNothingElse) {
   std::vector<uint8_t> want(dst.bytes(), 0xEE);
   gpu::CopyBatch batch;
   size_t from = 0, to = 0;
+  auto add = [&](size_t src_at, size_t dst_at, size_t n) {
+    batch.srcs.push_back(static_cast<const char*>(src.data()) + src_at);
+    batch.dsts.push_back(static_cast<char*>(dst.data()) + dst_at);
+    batch.sizes.push_back(n);
+    std::memcpy(want.data() + dst_at, pattern.data() + src_at, n);
+  };
   for (int k = 0; k < 1500; ++k) {
     size_t n = k % 50 == 0 ? 200'001 : (k * 131) % 3000;  // some span several 64 KiB chunks
-    const size_t skew = k % 3 == 0 ? 1 : 0;               // every third pointer unaligned
-    if (from + skew + n > bytes || to + skew + n > bytes) n = 0;
-    batch.srcs.push_back(static_cast<const char*>(src.data()) + from + skew);
-    batch.dsts.push_back(static_cast<char*>(dst.data()) + to + skew);
-    batch.sizes.push_back(n);
-    std::memcpy(want.data() + to + skew, pattern.data() + from + skew, n);
-    from += n + skew + 16;
-    to += n + skew + 48;
+    if (k % 7 == 3) n = 0;                                // empty copies among the others
+    const size_t src_skew = k % 3 == 0 ? 1 : 0;           // unaligned sources,
+    const size_t dst_skew = k % 5 == 0 ? 3 : 0;           // destinations, or both
+    if (from + src_skew + n > bytes || to + dst_skew + n > bytes) n = 0;
+    add(from + src_skew, to + dst_skew, n);
+    from += n + src_skew + 16;
+    to += n + dst_skew + 48;
   }
+  // A whole launch's worth of empty copies, then one more copy after them (into the 4 KiB past
+  // `bytes`, which no copy above writes).
+  for (int k = 0; k < 1100; ++k) add(0, 0, 0);
+  add(bytes - 5000, bytes, 4096);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   CUDA_OK(gpu::batched_copy(batch, stream));

@@ -1,4 +1,5 @@
-// The fusion buffer's copies in and out as one kernel (see stream_resources.h). The copy
+// The fusion buffer's copies in and out as one kernel (see stream_resources.h), or one
+// cudaMemcpyAsync per copy on a GPU or driver that cannot run it. The copy
 // descriptors travel as kernel parameters (CUDA 12.1+ allows 32 KiB of them), so a launch needs no
 // memory of its own and nothing to free; a batch of more than kMaxCopies copies takes several
 // launches. Each copy is cut into chunks of kChunkBytes and every block copies one chunk, so a
@@ -6,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "gpu/stream_resources.h"
@@ -60,6 +62,7 @@ __global__ void copy_chunks(const __grid_constant__ CopyList list) {
 }  // namespace
 
 cudaError_t batched_copy(const CopyBatch& batch, cudaStream_t stream) {
+  static std::atomic<bool> kernel_runs{true};
   const size_t n = batch.count();
   for (size_t first = 0; first < n; first += kMaxCopies) {
     CopyList list;
@@ -76,13 +79,28 @@ cudaError_t batched_copy(const CopyBatch& batch, cudaStream_t stream) {
     }
     if (list.count == 0) continue;
     if (chunks > 0x7fffffffu) return cudaErrorInvalidValue;  // over 128 TiB in one launch
-    // A launch reports its error only through cudaGetLastError, which also holds whatever an
-    // earlier call on this thread left there (a failed cudaEventElapsedTime, say, which the
-    // caller handled): clear that first so this copy is not failed for it.
-    cudaGetLastError();
-    copy_chunks<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(list);
-    const cudaError_t rc = cudaGetLastError();
-    if (rc != cudaSuccess) return rc;
+    if (kernel_runs.load(std::memory_order_relaxed)) {
+      // A launch reports its error only through cudaGetLastError, which also holds whatever an
+      // earlier call on this thread left there (a failed cudaEventElapsedTime, say, which the
+      // caller handled): clear that first so this copy is not failed for it.
+      cudaGetLastError();
+      copy_chunks<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(list);
+      const cudaError_t rc = cudaGetLastError();
+      if (rc == cudaSuccess) continue;
+      // No machine code or PTX for this GPU (older than sm_75), or a driver older than CUDA
+      // 12.1's large kernel parameters: one cudaMemcpyAsync per copy from now on.
+      if (rc != cudaErrorNoKernelImageForDevice && rc != cudaErrorInvalidValue &&
+          rc != cudaErrorNotSupported && rc != cudaErrorInvalidDeviceFunction &&
+          rc != cudaErrorLaunchOutOfResources) {
+        return rc;
+      }
+      kernel_runs.store(false, std::memory_order_relaxed);
+    }
+    for (int c = 0; c < list.count; ++c) {
+      const cudaError_t rc = cudaMemcpyAsync(list.dst[c], list.src[c], list.bytes[c],
+                                             cudaMemcpyDeviceToDevice, stream);
+      if (rc != cudaSuccess) return rc;
+    }
   }
   return cudaSuccess;
 }

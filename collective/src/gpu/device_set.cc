@@ -393,18 +393,23 @@ void DeviceSet::launch(Job* job) {
     if (!each) s = mark(job);
     job->data_ready_mark = static_cast<int>(job->marks.size()) - 1;
   }
-  if (s.ok()) {
-    if (job->use_fusion || job->skip_user_memory) {
-      const size_t need = std::max(job->work_bytes, job->layout.bytes);
-      s = cuda_status(fusion_->reserve(need, stream_, &job->work), "allocating the fusion buffer",
-                      job->response);
-    } else if (job->response.op != OpType::kAllgather) {
-      job->work = job->entries.at(0)->view.data;
-    }
+  // The buffers are taken even after a failure above, so that this rank can still take part.
+  Status buffers;
+  if (job->use_fusion || job->skip_user_memory) {
+    const size_t need = std::max(job->work_bytes, job->layout.bytes);
+    buffers = cuda_status(fusion_->reserve(need, stream_, &job->work),
+                          "allocating the fusion buffer", job->response);
+  } else if (job->response.op != OpType::kAllgather) {
+    job->work = job->entries.at(0)->view.data;
   }
-  if (s.ok()) s = take_host_buffer(job);
+  const Status host = take_host_buffer(job);
+  if (buffers.ok()) buffers = host;
+  if (s.ok()) s = buffers;
   // After a failure this rank's result is lost, but it still takes part in the collectives (on
   // whatever its buffers hold), as after a failed wait: the other ranks are in them already.
+  // Their results for this response are then wrong without an error (agreeing on one would cost
+  // another collective per response); this rank's tensors fail. Only a rank without buffers
+  // (allocation failed) cannot take part.
   auto can_take_part = [job](const Step& step) {
     if (!is_collective(step.action)) return false;
     if (step.on_host) return job->host != nullptr;
@@ -463,7 +468,7 @@ Status DeviceSet::run_step(Job* job, const Step& step) {
         for (TensorEntry* e : job->entries) dst.push_back(e->view.data);
         crc = batched_copy(unpack_copies(job->layout, dst, work), stream_);
       }
-      call = "cudaMemcpyBatchAsync";
+      call = "the batched copy kernel";
       break;
     }
     case Action::kNcclAllreduce:
@@ -557,10 +562,12 @@ Status DeviceSet::run_host_step(Job* job, const Step& step) {
   const Response& r = job->response;
   // The host reads what the stream copied: wait for it (this thread is not the background loop,
   // and staged collectives cannot start before their data is on the host anyway).
+  // A failed wait fails this rank's tensors, but the MPI call below still runs: the other ranks
+  // are in it.
+  Status waited;
   if (job->last_event != nullptr) {
-    Status s = cuda_status(cudaEventSynchronize(job->last_event),
-                           "waiting for the copy to host memory", r);
-    if (!s.ok()) return s;
+    waited = cuda_status(cudaEventSynchronize(job->last_event),
+                         "waiting for the copy to host memory", r);
   }
   TensorEntry host;
   host.handle = std::make_shared<detail::HandleState>();
@@ -606,7 +613,7 @@ Status DeviceSet::run_host_step(Job* job, const Step& step) {
     const int end = static_cast<int>(job->marks.size()) - 1;
     job->spans.push_back({step.phase, end - 1, end});
   }
-  return s;
+  return waited.ok() ? s : waited;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -761,6 +768,12 @@ std::shared_ptr<DeviceSet::AnchorEvent> DeviceSet::calibrate_anchor(bool first, 
            clock_->now_ns() - before < kAnchorPollNs) {
     }
     if (rc == cudaErrorNotReady && first) rc = cudaEventSynchronize(ev);
+    if (rc == cudaErrorNotReady) {
+      // A re-anchor on a busy (shared) GPU: the next tries would queue behind this one.
+      failure = rc;
+      cudaEventDestroy(ev);
+      break;
+    }
     const int64_t after = clock_->now_ns();
     if (rc != cudaSuccess) {
       failure = rc;
