@@ -23,6 +23,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
+#include "cuda_event_timing.h"
 #include "gpu/device_fusion.h"
 #include "gpu/stream_resources.h"
 #include "ranktime/ranktime.h"
@@ -194,23 +195,8 @@ int main(int argc, char** argv) {
     const ranktime::gpu::FusionLayout layout = ranktime::gpu::plan_device_fusion(sizes);
     DeviceMemory fusion(layout.bytes), flat(total * 4);
     const ranktime::gpu::CopyBatch batch = ranktime::gpu::pack_copies(layout, srcs, fusion.p);
-    auto timed = [&](const std::function<void()>& enqueue) {
-      cudaEvent_t a, b;
-      cudaEventCreate(&a);
-      cudaEventCreate(&b);
-      std::vector<double> t;
-      for (int i = 0; i < reps + 2; ++i) {
-        cudaEventRecord(a, stream);
-        enqueue();
-        cudaEventRecord(b, stream);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        if (i >= 2) t.push_back(ms * 1e-3);
-      }
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
-      return median(t);
+    auto timed = [&](const std::function<void()>& enqueue) {  // seconds
+      return ranktime::gpu_test::event_timed_median_ns(stream, reps, 2, enqueue) * 1e-9;
     };
     const double t_batch =
         timed([&] { check_cuda(ranktime::gpu::batched_copy(batch, stream), "batched_copy"); });

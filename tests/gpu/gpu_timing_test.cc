@@ -8,10 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "cuda_event_timing.h"
 #include "gpu/gpu_backend.h"
 #include "gpu_test_util.h"
 
@@ -41,11 +41,14 @@ class GpuTiming : public ::testing::Test {
   Clock clock_;
 };
 
-// Runs `reps` allreduces of one float32 tensor of `n` elements through a backend with `options`
-// (after 3 warm-ups) and returns the durations of its `phase` spans, as the timeline shows them.
-std::vector<double> phase_durations(const GpuOptions& options, void* data, size_t n,
+// Runs `reps` allreduces of one float32 tensor of `n` elements through a backend running
+// `collectives` (after 3 warm-ups) and returns the durations of its `phase` spans, as the timeline
+// shows them.
+std::vector<double> phase_durations(GpuOptions::Collectives collectives, void* data, size_t n,
                                     timeline::Phase phase, int reps, int device, Clock* clock) {
   std::vector<double> out;
+  GpuOptions options;
+  options.collectives = collectives;
   GpuBackend backend(MPI_COMM_WORLD, clock, options, nullptr);
   TensorEntry e;
   e.request.name = "big";
@@ -80,25 +83,12 @@ std::vector<double> phase_durations(const GpuOptions& options, void* data, size_
   return out;
 }
 
-// The median time of `reps` runs of enqueue() on `stream`, between two events of our own.
-double event_timed_median(cudaStream_t stream, int reps, const std::function<void()>& enqueue) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  std::vector<double> t;
-  for (int k = 0; k < reps + 3; ++k) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    cudaEventRecord(a, stream);
-    enqueue();
-    cudaEventRecord(b, stream);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    if (k >= 3) t.push_back(ms * 1e6);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(t);
+// Prints the timeline's median `phase` duration next to the raw events' and returns it.
+double report(const char* phase, int ranks, const std::vector<double>& ours, double raw_ns) {
+  const double m = median(ours);
+  std::printf("%s of 64 MiB at %d ranks: ranktime timeline %.1f us, raw events %.1f us\n", phase,
+              ranks, m / 1e3, raw_ns / 1e3);
+  return m;
 }
 
 TEST_F(GpuTiming, NcclAllreduceDurationsMatchRawNccl) {
@@ -108,10 +98,9 @@ TEST_F(GpuTiming, NcclAllreduceDurationsMatchRawNccl) {
   CUDA_OK(cudaMemset(data.data(), 0, n * 4));
   CUDA_OK(cudaDeviceSynchronize());
 
-  GpuOptions options;
-  options.collectives = GpuOptions::Collectives::kNccl;
-  const std::vector<double> ours = phase_durations(
-      options, data.data(), n, timeline::Phase::kNcclAllreduce, reps, device_, &clock_);
+  const std::vector<double> ours =
+      phase_durations(GpuOptions::Collectives::kNccl, data.data(), n,
+                      timeline::Phase::kNcclAllreduce, reps, device_, &clock_);
   ASSERT_EQ(ours.size(), static_cast<size_t>(reps));
 
   // Raw NCCL, timed by events on a stream of our own.
@@ -124,16 +113,14 @@ TEST_F(GpuTiming, NcclAllreduceDurationsMatchRawNccl) {
   ASSERT_EQ(ncclCommInitRank(&comm, size_, id, rank_), ncclSuccess);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const double m_raw = event_timed_median(stream, reps, [&] {
-    ncclAllReduce(data.data(), data.data(), n, ncclFloat32, ncclSum, comm, stream);
-  });
+  const double m_raw = event_timed_median_ns(
+      stream, reps, 3,
+      [&] { ncclAllReduce(data.data(), data.data(), n, ncclFloat32, ncclSum, comm, stream); },
+      [] { MPI_Barrier(MPI_COMM_WORLD); });
   cudaStreamDestroy(stream);
   ncclCommDestroy(comm);
 
-  const double m_ours = median(ours);
-  std::printf(
-      "NCCL_ALLREDUCE of 64 MiB at %d ranks: ranktime timeline %.1f us, raw events %.1f us\n",
-      size_, m_ours / 1e3, m_raw / 1e3);
+  const double m_ours = report("NCCL_ALLREDUCE", size_, ours, m_raw);
   EXPECT_LE(std::fabs(m_ours - m_raw), std::max(0.05 * m_raw, 5000.0));
 }
 
@@ -147,27 +134,23 @@ TEST_F(GpuTiming, StagedCopyDurationsMatchRawCopies) {
   CUDA_OK(cudaMemset(data.data(), 0, n * 4));
   CUDA_OK(cudaDeviceSynchronize());
 
-  GpuOptions options;
-  options.collectives = GpuOptions::Collectives::kMpi;
-  const std::vector<double> ours = phase_durations(
-      options, data.data(), n, timeline::Phase::kMemcpyInHostBuffer, reps, device_, &clock_);
+  const std::vector<double> ours =
+      phase_durations(GpuOptions::Collectives::kMpi, data.data(), n,
+                      timeline::Phase::kMemcpyInHostBuffer, reps, device_, &clock_);
   ASSERT_EQ(ours.size(), static_cast<size_t>(reps));
 
   void* pinned = nullptr;
   CUDA_OK(cudaMallocHost(&pinned, n * 4));
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const double m_raw = event_timed_median(stream, reps, [&] {
-    cudaMemcpyAsync(pinned, data.data(), n * 4, cudaMemcpyDeviceToHost, stream);
-  });
+  const double m_raw = event_timed_median_ns(
+      stream, reps, 3,
+      [&] { cudaMemcpyAsync(pinned, data.data(), n * 4, cudaMemcpyDeviceToHost, stream); },
+      [] { MPI_Barrier(MPI_COMM_WORLD); });
   cudaStreamDestroy(stream);
   cudaFreeHost(pinned);
 
-  const double m_ours = median(ours);
-  std::printf(
-      "MEMCPY_IN_HOST_BUFFER of 64 MiB at %d ranks: ranktime timeline %.1f us, raw events %.1f "
-      "us\n",
-      size_, m_ours / 1e3, m_raw / 1e3);
+  const double m_ours = report("MEMCPY_IN_HOST_BUFFER", size_, ours, m_raw);
   ASSERT_GT(m_raw, 100e3) << "a 64 MiB copy to host memory should take well over 100 us";
   EXPECT_LE(std::fabs(m_ours - m_raw), 0.05 * m_raw);
 }
