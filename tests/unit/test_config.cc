@@ -1,6 +1,6 @@
 // Tests for config.h: defaults, every variable's accepted spellings, and errors that name the
 // variable and the malformed value.
-#include "config.h"
+#include "core/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

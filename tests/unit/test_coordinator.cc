@@ -1,6 +1,6 @@
 // Tests for Coordinator (coordinator.h): readiness across ranks, completion order, negotiation
 // records, duplicate submissions, the stall inspector's view and drain().
-#include "coordinator.h"
+#include "negotiation/coordinator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "mpi_backend.h"
+#include "backends/mpi/mpi_backend.h"
 #include "reference_float.h"
 
 namespace ranktime {
