@@ -5,6 +5,10 @@
 // A job moves: enqueue() (background thread) -> [worker thread, for modes with host steps] ->
 // the stream -> the completion thread, which waits for the job's last event, maps its events onto
 // the host clock and hands a GpuCompletion to the backend.
+//
+// Files: device_set.cc (set-up, enqueue, threads, completion), device_steps.cc (the steps a job
+// launches), device_anchor.cc (anchoring CUDA event times to the host clock), device_job.h (a
+// job's state, shared by the three).
 #pragma once
 
 #include <cuda_runtime_api.h>
