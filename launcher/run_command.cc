@@ -17,6 +17,9 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <variant>
+
+#include "core/settings.h"
 
 extern char** environ;
 
@@ -65,9 +68,9 @@ std::string absolute_path(const std::string& path) {
 
 // The timeline is written by rank 0, possibly far from here; what can be checked here is that
 // the directory exists and is writable (on a single host that is the real check).
-std::string check_timeline_path(const std::string& given) {
+std::string check_timeline_path(const char* flag_name, const std::string& given) {
   const std::string path = absolute_path(given);
-  const std::string flag = "--timeline-filename " + given;
+  const std::string flag = flag_name + (" " + given);
   if (!given.empty() && given.back() == '/')
     throw InputError{flag + ": is a directory, not a file"};
   fs::path parent = fs::path(path).parent_path();
@@ -89,24 +92,43 @@ std::string check_timeline_path(const std::string& given) {
   return path;
 }
 
-// Number options passed to every rank as they are: the flag, its variable, what it accepts.
-struct PassThroughNumber {
-  const char* flag;
-  std::string RunCommandOptions::*value;
-  const char* variable;
-  bool positive;  // else non-negative
-  const char* help;
-};
-const PassThroughNumber kPassThroughNumbers[] = {
-    {"--cycle-time-ms", &RunCommandOptions::cycle_time_ms, "RANKTIME_CYCLE_TIME_MS", true,
-     "longest wait between cycles"},
-    {"--stall-check-warning-time-seconds", &RunCommandOptions::stall_warning_s,
-     "RANKTIME_STALL_WARNING_S", true, "warn about ranks that have not submitted"},
-    {"--stall-check-shutdown-time-seconds", &RunCommandOptions::stall_shutdown_s,
-     "RANKTIME_STALL_SHUTDOWN_S", false, "fail instead of hanging"},
-    {"--peer-timeout-seconds", &RunCommandOptions::peer_timeout_s, "RANKTIME_PEER_TIMEOUT_S", false,
-     "fail every operation when a rank has been silent this long, e.g. died; 0 waits forever"},
-};
+bool is_number(const Setting& s) {
+  return std::holds_alternative<int64_t Config::*>(s.field) ||
+         std::holds_alternative<double Config::*>(s.field);
+}
+
+// `ranktime run --flag` for setting `s`, with its help line saying which variable it sets.
+void add_setting_flag(CLI::App* cmd, const Setting& s, RunCommandOptions* o) {
+  const std::string var = s.variable;
+  switch (s.flag_form) {
+    case FlagForm::kNone:
+      return;
+    case FlagForm::kSwitch:
+      cmd->add_flag_callback(
+          s.flag, [o, var, value = std::string(s.switch_value)] { o->settings[var] = value; },
+          std::string(s.flag_help) + " (" + var + "=" + s.switch_value + ")");
+      return;
+    case FlagForm::kPath:
+      cmd->add_option(s.flag, o->settings[var],
+                      std::string(s.flag_help) + " (" + var + "; made absolute)");
+      return;
+    case FlagForm::kMebibytes:
+      cmd->add_option(s.flag, o->settings[var],
+                      std::string(s.flag_help) + " (" + var + ", in bytes)");
+      return;
+    case FlagForm::kValue: {
+      auto* option =
+          cmd->add_option(s.flag, o->settings[var], std::string(s.flag_help) + " (" + var + ")");
+      if (std::holds_alternative<LogLevel Config::*>(s.field)) {
+        option->check(
+            CLI::IsMember({log_level_name(LogLevel::kTrace), log_level_name(LogLevel::kDebug),
+                           log_level_name(LogLevel::kInfo), log_level_name(LogLevel::kWarning),
+                           log_level_name(LogLevel::kError)}));
+      }
+      return;
+    }
+  }
+}
 
 void validate_number(const std::string& flag, const std::string& value, bool positive) {
   if (value.empty()) return;
@@ -262,18 +284,18 @@ MpirunPlan plan_mpirun(const RunCommandOptions& o, const std::string& mpirun,
   plan.argv.push_back("none");
   for (const auto& arg : o.mpi_args) plan.argv.push_back(arg);
 
-  if (!timeline_path.empty()) plan.rank_env.emplace_back("TIMELINE_FILENAME", timeline_path);
-  if (o.timeline_mark_cycles) plan.rank_env.emplace_back("TIMELINE_MARK_CYCLES", "1");
-  if (o.no_timeline_all_ranks) plan.rank_env.emplace_back("TIMELINE_ALL_RANKS", "0");
-  if (!o.fusion_threshold_mb.empty()) {
-    double mb = std::strtod(o.fusion_threshold_mb.c_str(), nullptr);
-    plan.rank_env.emplace_back("RANKTIME_FUSION_THRESHOLD",
-                               std::to_string(std::llround(mb * 1024.0 * 1024.0)));
+  for (const Setting& s : settings()) {
+    auto given = o.settings.find(s.variable);
+    if (given == o.settings.end() || given->second.empty()) continue;
+    std::string value = given->second;
+    if (s.flag_form == FlagForm::kPath) {
+      value = timeline_path;
+    } else if (s.flag_form == FlagForm::kMebibytes) {
+      const double mb = std::strtod(value.c_str(), nullptr);
+      value = std::to_string(std::llround(mb * 1024.0 * 1024.0));
+    }
+    if (!value.empty()) plan.rank_env.emplace_back(s.variable, value);
   }
-  for (const PassThroughNumber& n : kPassThroughNumbers) {
-    if (!(o.*n.value).empty()) plan.rank_env.emplace_back(n.variable, o.*n.value);
-  }
-  if (!o.log_level.empty()) plan.rank_env.emplace_back("RANKTIME_LOG_LEVEL", o.log_level);
   for (const auto& [name, value] : plan.rank_env) {
     plan.argv.push_back("-x");
     plan.argv.push_back(name + "=" + value);
@@ -291,19 +313,7 @@ CLI::App* add_run_command(CLI::App& app, RunCommandOptions* o) {
   auto* hosts = cmd->add_option("-H,--host", o->hosts, "hosts and slots: host1:2,host2:2");
   auto* hostfile = cmd->add_option("--hostfile", o->hostfile, "Open MPI hostfile");
   hosts->excludes(hostfile);
-  cmd->add_option("--timeline-filename", o->timeline_filename,
-                  "write the timeline here (TIMELINE_FILENAME; made absolute)");
-  cmd->add_flag("--timeline-mark-cycles", o->timeline_mark_cycles,
-                "cycle-start markers (TIMELINE_MARK_CYCLES=1)");
-  cmd->add_flag("--no-timeline-all-ranks", o->no_timeline_all_ranks,
-                "keep rank 0's processing lanes only (TIMELINE_ALL_RANKS=0)");
-  cmd->add_option("--fusion-threshold-mb", o->fusion_threshold_mb,
-                  "fusion buffer in MiB, 0 disables fusion (RANKTIME_FUSION_THRESHOLD, in bytes)");
-  for (const PassThroughNumber& n : kPassThroughNumbers) {
-    cmd->add_option(n.flag, o->*n.value, std::string(n.help) + " (" + n.variable + ")");
-  }
-  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warning or error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warning", "error"}));
+  for (const Setting& s : settings()) add_setting_flag(cmd, s, o);
   cmd->add_option("--mpirun", o->mpirun, "mpirun to use (default: the one on PATH)");
   cmd->add_flag("--oversubscribe", o->oversubscribe,
                 "let Open MPI run more ranks than slots (automatic on one host with more ranks "
@@ -325,11 +335,18 @@ int run_run(RunCommandOptions& o) {
     if (!o.hostfile.empty() && !fs::is_regular_file(o.hostfile)) {
       throw InputError{"--hostfile " + o.hostfile + ": no such file"};
     }
-    validate_number("--fusion-threshold-mb", o.fusion_threshold_mb, false);
-    for (const PassThroughNumber& n : kPassThroughNumbers) {
-      validate_number(n.flag, o.*n.value, n.positive);
+    // Numbers first, then the timeline's path.
+    for (const FlagForm form : {FlagForm::kMebibytes, FlagForm::kValue, FlagForm::kPath}) {
+      for (const Setting& s : settings()) {
+        auto given = o.settings.find(s.variable);
+        if (s.flag_form != form || given == o.settings.end() || given->second.empty()) continue;
+        if (form == FlagForm::kPath) {
+          timeline_path = check_timeline_path(s.flag, given->second);
+        } else if (is_number(s)) {
+          validate_number(s.flag, given->second, s.positive());
+        }
+      }
     }
-    if (!o.timeline_filename.empty()) timeline_path = check_timeline_path(o.timeline_filename);
     if (o.command.empty()) {
       throw InputError{"no program to run: ranktime run -np N [options] -- PROGRAM ARGS..."};
     }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "backends/mpi/mpi_world.h"
 #include "core/config.h"
 #include "runtime/runtime.h"
 
@@ -56,22 +57,6 @@ Runtime& runtime(const char* caller) {
 
 }  // namespace
 
-Status Handle::wait() const {
-  if (!state_) return Status::Error("wait() on an empty ranktime::Handle");
-  std::unique_lock<std::mutex> lock(state_->mutex);
-  state_->cv.wait(lock, [&] { return state_->done; });
-  return state_->status;
-}
-
-bool Handle::ready() const {
-  if (!state_) return false;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->done;
-}
-
-const std::vector<std::byte>& Handle::output() const { return state_->output; }
-const std::vector<int64_t>& Handle::output_shape() const { return state_->output_shape; }
-
 void init() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_runtime) return;
@@ -103,7 +88,7 @@ void init() {
                   "; ranktime's background thread needs MPI_THREAD_MULTIPLE");
     }
   }
-  g_runtime = std::make_unique<Runtime>(config);
+  g_runtime = std::make_unique<Runtime>(config, std::make_unique<MpiWorld>());
   static bool registered = false;
   if (!registered) {
     registered = true;

@@ -1,147 +1,11 @@
-// Negotiation on rank 0: readiness bookkeeping, request validation, ordering and fusion.
+// Negotiation on rank 0: readiness bookkeeping, then validation and fusion of what is ready.
 #include "negotiation/coordinator.h"
 
 #include <algorithm>
-#include <map>
-#include <sstream>
 
 namespace ranktime {
-namespace {
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
-std::string ranks_str(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
-  return s;
-}
-
-// When the ranks differ in `key` (what is compared of a request), sets *message to "<field>
-// differs between ranks: float32 on ranks 0,1; float64 on rank 2", with `text` showing a key;
-// leaves it alone when they agree. Agreeing, as in every negotiation of a correct program, costs
-// a comparison per rank and builds no string (building them for every tensor was 44% of rank
-// 0's background thread on 1,000 small tensors).
-template <typename Key, typename Text>
-void describe_difference(const std::vector<Request>& by_rank, const char* field, Key key, Text text,
-                         std::string* message) {
-  const auto& first = key(by_rank[0]);
-  if (std::all_of(by_rank.begin() + 1, by_rank.end(),
-                  [&](const Request& q) { return key(q) == first; })) {
-    return;
-  }
-  std::map<std::string, std::vector<int>> groups;
-  std::vector<std::string> order;
-  for (size_t r = 0; r < by_rank.size(); ++r) {
-    std::string v = text(key(by_rank[r]));
-    if (!groups.count(v)) order.push_back(v);
-    groups[v].push_back(static_cast<int>(r));
-  }
-  std::string& s = *message;
-  s = std::string(field) + " differs between ranks: ";
-  for (size_t i = 0; i < order.size(); ++i) {
-    s += (i ? "; " : "") + order[i] + " on " + ranks_str(groups[order[i]]);
-  }
-}
-
-std::string number_str(int64_t n) { return std::to_string(n); }
-
-}  // namespace
-
-int64_t request_bytes(const Request& q) {
-  int64_t n = 1;
-  for (int64_t d : q.shape) n *= d;
-  return n * static_cast<int64_t>(dtype_size(q.dtype));
-}
-
-std::string validate_requests(const std::vector<Request>& by_rank) {
-  const Request& first = by_rank.at(0);
-  std::string d;
-  for (size_t r = 0; r < by_rank.size() && d.empty(); ++r) {
-    if (!by_rank[r].error.empty()) d = "rank " + std::to_string(r) + ": " + by_rank[r].error;
-  }
-  if (d.empty()) {
-    describe_difference(
-        by_rank, "operation", [](const Request& q) { return q.op; }, op_type_name, &d);
-  }
-  if (d.empty()) {
-    describe_difference(
-        by_rank, "dtype", [](const Request& q) { return q.dtype; }, dtype_name, &d);
-  }
-  if (d.empty()) {
-    describe_difference(
-        by_rank, "device", [](const Request& q) { return q.device == kCpuDevice; },
-        [](bool cpu) { return cpu ? "cpu" : "gpu"; }, &d);
-  }
-  if (d.empty() && first.op == OpType::kAllreduce) {
-    describe_difference(
-        by_rank, "reduction", [](const Request& q) { return q.reduce_op; }, reduce_op_name, &d);
-  }
-  if (d.empty() && (first.op == OpType::kAllreduce || first.op == OpType::kBroadcast)) {
-    describe_difference(
-        by_rank, "shape", [](const Request& q) -> const std::vector<int64_t>& { return q.shape; },
-        shape_str, &d);
-  }
-  if (d.empty() && first.op == OpType::kAllgather) {
-    describe_difference(
-        by_rank, "number of dimensions", [](const Request& q) { return q.shape.size(); },
-        number_str, &d);
-    if (d.empty() && first.shape.empty()) d = "allgather needs at least one dimension";
-    if (d.empty()) {
-      describe_difference(
-          by_rank, "shape after the first dimension",
-          [](const Request& q) { return std::vector<int64_t>(q.shape.begin() + 1, q.shape.end()); },
-          shape_str, &d);
-    }
-  }
-  if (d.empty() && first.op == OpType::kBroadcast) {
-    describe_difference(
-        by_rank, "root rank", [](const Request& q) { return q.root; }, number_str, &d);
-    if (d.empty() && (first.root < 0 || first.root >= static_cast<int>(by_rank.size()))) {
-      d = "root rank " + std::to_string(first.root) + " is out of range for " +
-          std::to_string(by_rank.size()) + " ranks";
-    }
-  }
-  return d.empty() ? "" : "tensor '" + first.name + "': " + d;
-}
-
-std::vector<Response> plan_fusion(const std::vector<Response>& singles,
-                                  const std::vector<int64_t>& bytes, const FusionOptions& options) {
-  struct Open {
-    size_t index;
-    int64_t bytes;
-  };
-  std::vector<Response> out;
-  std::map<std::tuple<int, int, int, int, int>, Open> open;
-  for (size_t i = 0; i < singles.size(); ++i) {
-    const Response& s = singles[i];
-    bool fusable = s.error.empty() && (s.op == OpType::kAllreduce || s.op == OpType::kBroadcast) &&
-                   options.threshold > 0 && bytes[i] <= options.threshold &&
-                   (options.max_tensor <= 0 || bytes[i] < options.max_tensor);
-    if (!fusable) {
-      out.push_back(s);
-      continue;
-    }
-    auto key = std::make_tuple(static_cast<int>(s.op), static_cast<int>(s.reduce_op),
-                               static_cast<int>(s.dtype), s.device, s.root);
-    auto it = open.find(key);
-    if (it != open.end() && it->second.bytes + bytes[i] <= options.threshold) {
-      Response& batch = out[it->second.index];
-      batch.names.push_back(s.names[0]);
-      batch.tensor_ids.push_back(s.tensor_ids[0]);
-      it->second.bytes += bytes[i];
-    } else {
-      out.push_back(s);
-      open[key] = Open{out.size() - 1, bytes[i]};
-    }
-  }
-  return out;
-}
-
-Coordinator::Coordinator(int size, timeline::StringTable* names) : size_(size), names_(names) {}
+Coordinator::Coordinator(int size, TensorIds* ids) : size_(size), ids_(ids) {}
 
 void Coordinator::add(int rank, Request request) {
   auto [it, inserted] = table_.try_emplace(request.name);
@@ -179,7 +43,7 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
     s.flags = q0.flags;
     s.argument = q0.argument;
     s.names.push_back(name);
-    s.tensor_ids.push_back(names_->intern(name));
+    s.tensor_ids.push_back(ids_->id_of(name));
     s.error = e.duplicate_error.empty() ? validate_requests(by_rank) : e.duplicate_error;
     if (s.error.empty() && s.op == OpType::kAllgather) {
       for (const Request& q : by_rank) s.first_dims.push_back(q.shape[0]);

@@ -1,6 +1,6 @@
-// Rank 0's negotiation table: which tensors every rank has requested, whether the requests agree,
-// and the deterministic list of responses (fused where compatible) every rank then executes.
-// Pure logic: no MPI, no clock; unit tests drive it directly.
+// Rank 0's negotiation table: which tensors every rank has requested, whether the requests agree
+// (validation.h), and the deterministic list of responses (fused where compatible, fusion_plan.h)
+// every rank then executes. Pure logic: no MPI, no clock; unit tests drive it directly.
 #pragma once
 
 #include <cstdint>
@@ -10,16 +10,11 @@
 #include <vector>
 
 #include "core/message.h"
-#include "ranktime/timeline/string_table.h"
+#include "negotiation/fusion_plan.h"
+#include "negotiation/tensor_ids.h"
+#include "negotiation/validation.h"
 
 namespace ranktime {
-
-struct FusionOptions {
-  // Most bytes one fused batch may hold; 0 disables fusion.
-  int64_t threshold = int64_t{64} << 20;
-  // Tensors of at least this many bytes run alone, in place (0: no such limit).
-  int64_t max_tensor = int64_t{1} << 20;
-};
 
 // A finished negotiation: when each rank became ready (rank 0's clock), for the timeline and the
 // lateness statistics.
@@ -30,21 +25,10 @@ struct Negotiation {
   std::string error;              // the mismatch message, if the requests disagreed
 };
 
-// Checks that every rank's request for one tensor agrees. Returns "" or a message naming the
-// tensor, the field that differs and each rank's value.
-std::string validate_requests(const std::vector<Request>& by_rank);
-
-// Byte size of a request's tensor on the submitting rank.
-int64_t request_bytes(const Request& request);
-
-// Packs consecutive compatible responses (same op, reduction, dtype, device, root) into batches of
-// at most options.threshold bytes. `bytes[i]` is the size of singles[i]'s tensor.
-std::vector<Response> plan_fusion(const std::vector<Response>& singles,
-                                  const std::vector<int64_t>& bytes, const FusionOptions& options);
-
 class Coordinator {
  public:
-  Coordinator(int size, timeline::StringTable* names);
+  // `ids` names tensors for the responses and the timeline (outlives this).
+  Coordinator(int size, TensorIds* ids);
 
   // Adds `rank`'s request (ready_ns already on rank 0's clock). A second request for a name the
   // rank already has pending is recorded as an error on that tensor.
@@ -78,7 +62,7 @@ class Coordinator {
     std::string duplicate_error;
   };
   int size_;
-  timeline::StringTable* names_;
+  TensorIds* ids_;
   std::unordered_map<std::string, Entry> table_;
   std::vector<std::string> completed_;  // names, in completion order
 };

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/clock.h"
@@ -15,13 +16,23 @@
 
 namespace ranktime {
 
+// Tensor ids are the timeline's string ids: the writer resolves a record's tensor by its id.
+class StringTableIds final : public TensorIds {
+ public:
+  explicit StringTableIds(timeline::StringTable* table) : table_(table) {}
+  uint32_t id_of(std::string_view name) override { return table_->intern(name); }
+
+ private:
+  timeline::StringTable* table_;
+};
+
 class TimelineRecorder {
  public:
   TimelineRecorder(int rank, int size);
   ~TimelineRecorder();
 
-  // Tensor names and messages, shared with the Coordinator (rank 0 assigns the ids).
-  timeline::StringTable& strings() { return strings_; }
+  // Ids of tensor names in this recorder's string table: rank 0's Coordinator assigns them.
+  TensorIds& tensor_ids() { return tensor_ids_; }
 
   // Starts recording (a new file on rank 0). `metadata` is used on rank 0 only.
   Status start(const std::string& path, bool mark_cycles, bool all_ranks,
@@ -78,6 +89,7 @@ class TimelineRecorder {
   bool mark_cycles_ = false;
   bool all_ranks_ = true;
   timeline::StringTable strings_;
+  StringTableIds tensor_ids_{&strings_};
   // Rank 0. Replaced only by the background thread, under writer_mutex_; other threads use it
   // under the mutex, the background thread without.
   std::unique_ptr<timeline::TraceWriter> writer_;

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/gpu/event_clock.h"
 #include "backends/gpu/gpu_phases.h"
 #include "backends/gpu/nccl_comm.h"
@@ -35,12 +36,11 @@
 
 namespace ranktime::gpu {
 
-struct GpuCompletion;
 struct GpuOptions;
 
 class DeviceSet {
  public:
-  using Deliver = std::function<void(GpuCompletion&&)>;
+  using Deliver = std::function<void(Completion&&)>;
 
   // Collective over `comm` (every rank, same order, on the background thread): picks the mode,
   // creates communicators and streams. On failure the set stays usable in the sense that every

@@ -64,6 +64,7 @@ void GpuBackend::enqueue(const Response& response, const std::vector<TensorEntry
 }
 
 void GpuBackend::deliver(GpuCompletion&& completion) {
+  completion.per_tensor = true;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ready_.push_back(std::move(completion));

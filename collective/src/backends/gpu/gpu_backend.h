@@ -1,4 +1,4 @@
-// The GPU path's seam with the runtime: responses whose tensors live in device memory go here.
+// The GPU path's Backend: responses whose tensors live in device memory go here.
 // Collectives run on ranktime's own CUDA stream per device set (NCCL, hierarchical NCCL + MPI, or
 // MPI staging through pinned host memory); a completion thread per stream turns finished jobs into
 // GpuCompletions, which the background loop collects with take_completions(). See docs/gpu.md.
@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/gpu/event_clock.h"
 #include "backends/gpu/gpu_phases.h"
 #include "core/clock.h"
@@ -26,20 +27,11 @@ namespace ranktime::gpu {
 
 class DeviceSet;
 
-// One executed response, delivered to the background loop thread.
-struct GpuCompletion {
-  Response response;  // copy of the executed response
-  std::vector<TensorEntry*> entries;
-  // This rank's host clock (Clock::now_ns() time base): the response arrived, its first GPU work
-  // started on the stream, its last finished. QUEUE is arrival -> start.
-  int64_t arrival_ns = 0, start_ns = 0, end_ns = 0;
-  PhaseLog log;  // sub-phases mapped onto the host clock, in order, non-overlapping
-  Status status;
-  // Per entry, when tensors of a fused batch became ready at different times: entry i's lane gets
-  // entry_logs[i] (its own WAIT_FOR_DATA / WAIT_FOR_OTHER_TENSOR_DATA, then the shared phases)
-  // instead of `log`. Empty when every lane is the same.
-  std::vector<PhaseLog> entry_logs;
-};
+// One executed response, delivered to the background loop thread: times are this rank's host
+// clock (start: its first GPU work started on the stream, end: its last finished), sub-phases
+// mapped onto it; per_tensor always (tensors of a fused batch may have become ready at different
+// times: entry_logs then holds each lane's own WAIT_FOR_DATA / WAIT_FOR_OTHER_TENSOR_DATA).
+using GpuCompletion = Completion;
 
 struct GpuOptions {
   // RANKTIME_HIERARCHICAL_ALLREDUCE: allreduce as NCCL reduce-scatter within the node, MPI
@@ -57,7 +49,7 @@ struct GpuOptions {
 };
 GpuOptions gpu_options(const Config& config);
 
-class GpuBackend {
+class GpuBackend final : public Backend {
  public:
   // False (never throws, never aborts) when there is no CUDA driver or no device.
   static bool device_available();
@@ -70,7 +62,7 @@ class GpuBackend {
              std::function<void()> wake);
   // Finishes every enqueued job first (call drain() and take_completions() before the entries
   // they point to are destroyed).
-  ~GpuBackend();
+  ~GpuBackend() override;
   GpuBackend(const GpuBackend&) = delete;
   GpuBackend& operator=(const GpuBackend&) = delete;
 
@@ -79,13 +71,13 @@ class GpuBackend {
   // safe here). Never waits for the GPU. Device sets are keyed by response.device (rank 0's
   // ordinal, the same on every rank); each rank uses its own tensors' device.
   void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
-               int64_t arrival_ns);
+               int64_t arrival_ns) override;
   // Appends the completions ready so far, in completion order.
-  void take_completions(std::vector<GpuCompletion>* out);
+  void take_completions(std::vector<GpuCompletion>* out) override;
   // Jobs enqueued whose completion has not been taken yet.
-  size_t pending() const;
+  size_t pending() const override;
   // Blocks until every enqueued job's completion is ready (shutdown: before failing what is left).
-  void drain();
+  void drain() override;
   // The mode device set `device` runs in; nullopt before its first response.
   std::optional<GpuMode> mode(int device) const;
 

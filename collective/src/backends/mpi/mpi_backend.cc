@@ -5,46 +5,25 @@
 #include <climits>
 #include <cstring>
 
-#include "ranktime/half.h"
-
 namespace ranktime {
 namespace {
 
 using timeline::Phase;
 
-// Reduction of 16-bit floats: widen to float, combine, round back (per element, so the result
-// equals what a float16 accumulator would hold after each pairwise step).
+// MPI's signature for the 16-bit reductions of core/reduce.h.
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float), ReduceOp Op>
-void reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
-  const auto* a = static_cast<const uint16_t*>(in);
-  auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) {
-    float x = ToFloat(a[i]), y = ToFloat(b[i]), r;
-    switch (Op) {
-      case ReduceOp::kMin:
-        r = std::min(x, y);
-        break;
-      case ReduceOp::kMax:
-        r = std::max(x, y);
-        break;
-      case ReduceOp::kProduct:
-        r = x * y;
-        break;
-      default:
-        r = x + y;
-        break;
-    }
-    b[i] = FromFloat(r);
-  }
+void mpi_reduce16(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce16<ToFloat, FromFloat, Op>(static_cast<const uint16_t*>(in), static_cast<uint16_t*>(inout),
+                                   *len);
 }
 
 template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
 void create_ops(MPI_Op* ops) {
-  MPI_Op_create(&reduce16<ToFloat, FromFloat, ReduceOp::kSum>, 1, &ops[0]);
+  MPI_Op_create(&mpi_reduce16<ToFloat, FromFloat, ReduceOp::kSum>, 1, &ops[0]);
   ops[1] = ops[0];  // average reduces with sum, then divides
-  MPI_Op_create(&reduce16<ToFloat, FromFloat, ReduceOp::kMin>, 1, &ops[2]);
-  MPI_Op_create(&reduce16<ToFloat, FromFloat, ReduceOp::kMax>, 1, &ops[3]);
-  MPI_Op_create(&reduce16<ToFloat, FromFloat, ReduceOp::kProduct>, 1, &ops[4]);
+  MPI_Op_create(&mpi_reduce16<ToFloat, FromFloat, ReduceOp::kMin>, 1, &ops[2]);
+  MPI_Op_create(&mpi_reduce16<ToFloat, FromFloat, ReduceOp::kMax>, 1, &ops[3]);
+  MPI_Op_create(&mpi_reduce16<ToFloat, FromFloat, ReduceOp::kProduct>, 1, &ops[4]);
 }
 
 MPI_Op standard_op(ReduceOp op) {
@@ -71,16 +50,6 @@ Status mpi_status(int rc, const char* what, const Response& r) {
       std::string(text, len));
 }
 
-template <typename T>
-void divide_typed(T* p, int64_t n, int divisor) {
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / divisor);
-}
-
-template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
-void divide16(uint16_t* p, int64_t n, int divisor) {
-  for (int64_t i = 0; i < n; ++i) p[i] = FromFloat(ToFloat(p[i]) / static_cast<float>(divisor));
-}
-
 // Fusion buffer layout: tensors back to back, in response order.
 size_t fused_bytes(const std::vector<TensorEntry*>& entries) {
   size_t total = 0;
@@ -105,35 +74,6 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 }
 
 }  // namespace
-
-void divide_in_place(void* data, int64_t n, DataType dtype, int divisor) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      divide_typed(static_cast<uint8_t*>(data), n, divisor);
-      break;
-    case DataType::kInt8:
-      divide_typed(static_cast<int8_t*>(data), n, divisor);
-      break;
-    case DataType::kInt32:
-      divide_typed(static_cast<int32_t*>(data), n, divisor);
-      break;
-    case DataType::kInt64:
-      divide_typed(static_cast<int64_t*>(data), n, divisor);
-      break;
-    case DataType::kFloat32:
-      divide_typed(static_cast<float*>(data), n, divisor);
-      break;
-    case DataType::kFloat64:
-      divide_typed(static_cast<double*>(data), n, divisor);
-      break;
-    case DataType::kFloat16:
-      divide16<half_to_float, float_to_half>(static_cast<uint16_t*>(data), n, divisor);
-      break;
-    case DataType::kBFloat16:
-      divide16<bfloat16_to_float, float_to_bfloat16>(static_cast<uint16_t*>(data), n, divisor);
-      break;
-  }
-}
 
 MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes)
     : comm_(comm), clock_(clock), chunk_bytes_(chunk_bytes) {
@@ -209,6 +149,23 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;
+}
+
+void MpiBackend::enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
+                         int64_t arrival_ns) {
+  Completion c;
+  c.arrival_ns = arrival_ns;
+  c.start_ns = clock_->now_ns();
+  c.status = execute(response, entries, &c.log);
+  c.end_ns = clock_->now_ns();
+  c.response = response;
+  c.entries = entries;
+  done_.push_back(std::move(c));
+}
+
+void MpiBackend::take_completions(std::vector<Completion>* out) {
+  for (Completion& c : done_) out->push_back(std::move(c));
+  done_.clear();
 }
 
 Status MpiBackend::execute(const Response& response, const std::vector<TensorEntry*>& entries,

@@ -1,25 +1,37 @@
 // Executes responses on host memory over MPI: one collective per response, through a persistent
-// fusion buffer when the response holds several tensors, in place when it holds one.
+// fusion buffer when the response holds several tensors, in place when it holds one. As a
+// Backend it finishes each response inside enqueue(); the GPU path's staging calls execute()
+// directly.
 #pragma once
 
 #include <mpi.h>
 
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/message.h"
+#include "core/reduce.h"
 #include "core/tensor_entry.h"
 
 namespace ranktime {
 
-class MpiBackend {
+class MpiBackend final : public Backend {
  public:
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
   MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk);
-  ~MpiBackend();
+  ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
+
+  // Backend: runs the collective now; its completion is ready when enqueue() returns.
+  void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
+               int64_t arrival_ns) override;
+  void take_completions(std::vector<Completion>* out) override;
+  size_t pending() const override { return done_.size(); }
+  void drain() override {}
+  bool completes_in_enqueue() const override { return true; }
 
   // Runs `response` for `entries` (one per response name, same order), recording sub-phase
   // timings into *log. Returns the first error; the caller completes the handles.
@@ -46,10 +58,7 @@ class MpiBackend {
   // Custom ops for the 16-bit float types, indexed [dtype is bf16][ReduceOp].
   MPI_Op half_ops_[2][kNumReduceOps] = {};
   std::vector<uint8_t> fusion_;
+  std::vector<Completion> done_;  // what enqueue() finished, until taken
 };
-
-// Divides n elements of `dtype` by `divisor` in place (average = sum / size; integer types
-// truncate toward zero).
-void divide_in_place(void* data, int64_t n, DataType dtype, int divisor);
 
 }  // namespace ranktime
