@@ -104,7 +104,8 @@ Status ThreadBackend::run(const Response& r, TensorEntry* entry) {
 
 void ThreadBackend::enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
                             int64_t arrival_ns) {
-  Completion c;
+  Completion& c = done_;
+  c = Completion{};
   c.response = response;
   c.entries = entries;
   c.arrival_ns = arrival_ns;
@@ -114,18 +115,18 @@ void ThreadBackend::enqueue(const Response& response, const std::vector<TensorEn
     if (c.status.ok()) c.status = s;
   }
   c.end_ns = clock_->now_ns();
-  if (response.op == OpType::kAllreduce)
-    c.log.add(timeline::Phase::kMpiAllreduce, c.start_ns, c.end_ns);
-  if (response.op == OpType::kAllgather)
-    c.log.add(timeline::Phase::kMpiAllgather, c.start_ns, c.end_ns);
-  if (response.op == OpType::kBroadcast)
-    c.log.add(timeline::Phase::kMpiBcast, c.start_ns, c.end_ns);
-  done_.push_back(std::move(c));
+  const timeline::Phase phase = response.op == OpType::kAllgather ? timeline::Phase::kMpiAllgather
+                                : response.op == OpType::kBroadcast
+                                    ? timeline::Phase::kMpiBcast
+                                    : timeline::Phase::kMpiAllreduce;
+  if (response.op != OpType::kBarrier) c.log.add(phase, c.start_ns, c.end_ns);
+  done_waiting_ = true;
 }
 
-void ThreadBackend::take_completions(std::vector<Completion>* out) {
-  for (Completion& c : done_) out->push_back(std::move(c));
-  done_.clear();
+void ThreadBackend::take_completions(const std::function<void(Completion&)>& finish) {
+  if (!done_waiting_) return;
+  done_waiting_ = false;
+  finish(done_);
 }
 
 ThreadWorld::ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub,

@@ -56,8 +56,8 @@ class ThreadBackend final : public Backend {
   ThreadBackend(int rank, std::shared_ptr<ThreadGroup> group, const Clock* clock);
   void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
                int64_t arrival_ns) override;
-  void take_completions(std::vector<Completion>* out) override;
-  size_t pending() const override { return done_.size(); }
+  void take_completions(const std::function<void(Completion&)>& finish) override;
+  size_t pending() const override { return done_waiting_ ? 1 : 0; }
   void drain() override {}
   bool completes_in_enqueue() const override { return true; }
 
@@ -67,7 +67,8 @@ class ThreadBackend final : public Backend {
   int rank_;
   std::shared_ptr<ThreadGroup> group_;
   const Clock* clock_;
-  std::vector<Completion> done_;
+  Completion done_;
+  bool done_waiting_ = false;
 };
 
 class ThreadWorld final : public World {

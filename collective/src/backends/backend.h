@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/message.h"
@@ -39,8 +40,10 @@ class Backend {
   // order on every rank.
   virtual void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
                        int64_t arrival_ns) = 0;
-  // Appends the completions ready so far, in completion order.
-  virtual void take_completions(std::vector<Completion>* out) = 0;
+  // Hands every completion ready so far to `finish`, in completion order; each is forgotten once
+  // `finish` returns (so a backend may reuse its memory: the MPI backend allocates nothing per
+  // response).
+  virtual void take_completions(const std::function<void(Completion&)>& finish) = 0;
   // Responses enqueued whose completion has not been taken yet.
   virtual size_t pending() const = 0;
   // Blocks until every enqueued response's completion is ready (before entries die or the

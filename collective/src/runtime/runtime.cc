@@ -354,14 +354,14 @@ void Runtime::execute_control(const Response& response, const std::vector<Tensor
 }
 
 bool Runtime::deliver(Backend& backend) {
-  completions_.clear();
-  backend.take_completions(&completions_);
-  for (Completion& c : completions_) {
+  bool any = false;
+  backend.take_completions([&](Completion& c) {
+    any = true;
     timeline_->processed(c.response, c.entries, c.arrival_ns, c.start_ns, c.end_ns, c.log, c.status,
                          c.per_tensor ? &c.entry_logs : nullptr);
     for (TensorEntry* e : c.entries) complete(e, c.status);
-  }
-  return !completions_.empty();
+  });
+  return any;
 }
 
 bool Runtime::deliver_device(bool force) {

@@ -137,7 +137,6 @@ class Runtime {
   int64_t cycle_ = 0;
   std::vector<Negotiation> negotiations_;
   std::vector<TensorEntry*> entries_scratch_;
-  std::vector<Completion> completions_;
   bool finished_ = false;
   std::unique_ptr<Liveness> liveness_;
   std::unique_ptr<SignalReport> signals_;  // when the world handles signals

@@ -74,6 +74,13 @@ void GpuBackend::deliver(GpuCompletion&& completion) {
   if (wake_) wake_();
 }
 
+void GpuBackend::take_completions(const std::function<void(Completion&)>& finish) {
+  taking_.clear();
+  take_completions(&taking_);
+  for (GpuCompletion& c : taking_) finish(c);
+  taking_.clear();
+}
+
 void GpuBackend::take_completions(std::vector<GpuCompletion>* out) {
   std::lock_guard<std::mutex> lock(mutex_);
   taken_ += ready_.size();

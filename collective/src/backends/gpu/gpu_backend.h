@@ -72,8 +72,9 @@ class GpuBackend final : public Backend {
   // ordinal, the same on every rank); each rank uses its own tensors' device.
   void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
                int64_t arrival_ns) override;
-  // Appends the completions ready so far, in completion order.
-  void take_completions(std::vector<GpuCompletion>* out) override;
+  void take_completions(const std::function<void(Completion&)>& finish) override;
+  // The same, appended to *out (tests).
+  void take_completions(std::vector<GpuCompletion>* out);
   // Jobs enqueued whose completion has not been taken yet.
   size_t pending() const override;
   // Blocks until every enqueued job's completion is ready (shutdown: before failing what is left).
@@ -92,9 +93,10 @@ class GpuBackend final : public Backend {
   mutable std::mutex mutex_;
   std::condition_variable delivered_cv_;
   std::vector<GpuCompletion> ready_;
-  size_t enqueued_ = 0;   // jobs handed to device sets
-  size_t delivered_ = 0;  // completions produced
-  size_t taken_ = 0;      // completions handed to the loop
+  std::vector<GpuCompletion> taking_;  // background thread: the completions being handed over
+  size_t enqueued_ = 0;                // jobs handed to device sets
+  size_t delivered_ = 0;               // completions produced
+  size_t taken_ = 0;                   // completions handed to the loop
 };
 
 }  // namespace ranktime::gpu

@@ -153,19 +153,21 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
 
 void MpiBackend::enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
                          int64_t arrival_ns) {
-  Completion c;
+  Completion& c = done_;
+  c.response = response;
+  c.entries = entries;
   c.arrival_ns = arrival_ns;
+  c.log.clear();
   c.start_ns = clock_->now_ns();
   c.status = execute(response, entries, &c.log);
   c.end_ns = clock_->now_ns();
-  c.response = response;
-  c.entries = entries;
-  done_.push_back(std::move(c));
+  done_waiting_ = true;
 }
 
-void MpiBackend::take_completions(std::vector<Completion>* out) {
-  for (Completion& c : done_) out->push_back(std::move(c));
-  done_.clear();
+void MpiBackend::take_completions(const std::function<void(Completion&)>& finish) {
+  if (!done_waiting_) return;
+  done_waiting_ = false;
+  finish(done_);
 }
 
 Status MpiBackend::execute(const Response& response, const std::vector<TensorEntry*>& entries,

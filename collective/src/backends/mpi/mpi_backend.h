@@ -28,8 +28,8 @@ class MpiBackend final : public Backend {
   // Backend: runs the collective now; its completion is ready when enqueue() returns.
   void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
                int64_t arrival_ns) override;
-  void take_completions(std::vector<Completion>* out) override;
-  size_t pending() const override { return done_.size(); }
+  void take_completions(const std::function<void(Completion&)>& finish) override;
+  size_t pending() const override { return done_waiting_ ? 1 : 0; }
   void drain() override {}
   bool completes_in_enqueue() const override { return true; }
 
@@ -58,7 +58,8 @@ class MpiBackend final : public Backend {
   // Custom ops for the 16-bit float types, indexed [dtype is bf16][ReduceOp].
   MPI_Op half_ops_[2][kNumReduceOps] = {};
   std::vector<uint8_t> fusion_;
-  std::vector<Completion> done_;  // what enqueue() finished, until taken
+  Completion done_;  // what enqueue() finished (reused: its vectors keep their memory)
+  bool done_waiting_ = false;
 };
 
 }  // namespace ranktime
