@@ -25,6 +25,7 @@
 #include "core/wire.h"
 #include "ranktime/half.h"
 #include "thread_world.h"
+#include "workload.h"
 
 namespace ranktime::testing {
 namespace {
@@ -53,69 +54,16 @@ Status barrier(Runtime& rt) {
 // Element values as doubles, stored in and read from any dtype (exact for the small integers used).
 void store(DataType dtype, const std::vector<double>& values, std::vector<std::byte>* out) {
   out->assign(values.size() * dtype_size(dtype), std::byte{0});
-  for (size_t i = 0; i < values.size(); ++i) {
-    void* p = out->data() + i * dtype_size(dtype);
-    const double v = values[i];
-    switch (dtype) {
-      case DataType::kUInt8:
-        *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
-        break;
-      case DataType::kInt8:
-        *static_cast<int8_t*>(p) = static_cast<int8_t>(v);
-        break;
-      case DataType::kInt32:
-        *static_cast<int32_t*>(p) = static_cast<int32_t>(v);
-        break;
-      case DataType::kInt64:
-        *static_cast<int64_t*>(p) = static_cast<int64_t>(v);
-        break;
-      case DataType::kFloat16:
-        *static_cast<uint16_t*>(p) = float_to_half(static_cast<float>(v));
-        break;
-      case DataType::kBFloat16:
-        *static_cast<uint16_t*>(p) = float_to_bfloat16(static_cast<float>(v));
-        break;
-      case DataType::kFloat32:
-        *static_cast<float*>(p) = static_cast<float>(v);
-        break;
-      case DataType::kFloat64:
-        *static_cast<double*>(p) = v;
-        break;
-    }
-  }
+  auto* p = reinterpret_cast<uint8_t*>(out->data());
+  for (size_t i = 0; i < values.size(); ++i)
+    examples::set_element(values[i], p + i * dtype_size(dtype), dtype);
 }
 
 std::vector<double> load(DataType dtype, const std::vector<std::byte>& data) {
   std::vector<double> values(data.size() / dtype_size(dtype));
-  for (size_t i = 0; i < values.size(); ++i) {
-    const void* p = data.data() + i * dtype_size(dtype);
-    switch (dtype) {
-      case DataType::kUInt8:
-        values[i] = *static_cast<const uint8_t*>(p);
-        break;
-      case DataType::kInt8:
-        values[i] = *static_cast<const int8_t*>(p);
-        break;
-      case DataType::kInt32:
-        values[i] = *static_cast<const int32_t*>(p);
-        break;
-      case DataType::kInt64:
-        values[i] = static_cast<double>(*static_cast<const int64_t*>(p));
-        break;
-      case DataType::kFloat16:
-        values[i] = half_to_float(*static_cast<const uint16_t*>(p));
-        break;
-      case DataType::kBFloat16:
-        values[i] = bfloat16_to_float(*static_cast<const uint16_t*>(p));
-        break;
-      case DataType::kFloat32:
-        values[i] = *static_cast<const float*>(p);
-        break;
-      case DataType::kFloat64:
-        values[i] = *static_cast<const double*>(p);
-        break;
-    }
-  }
+  const auto* p = reinterpret_cast<const uint8_t*>(data.data());
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = examples::element(p + i * dtype_size(dtype), dtype);
   return values;
 }
 
