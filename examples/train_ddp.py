@@ -28,7 +28,7 @@ def parse_args():
     parser.add_argument("--lr", type=float, default=0.01, help="scaled by the number of ranks")
     parser.add_argument("--slow-rank", type=int, default=-1, help="this rank sleeps every step")
     parser.add_argument("--delay-ms", type=float, default=0.0)
-    return parser.parse_args()
+    return vars(parser.parse_args())
 
 
 def synthetic_data(samples):
@@ -39,26 +39,25 @@ def synthetic_data(samples):
     return TensorDataset(centres[labels] + torch.randn(samples, 64, generator=generator), labels)
 
 
-def main():
-    args = parse_args()
+def main(epochs=3, batch_size=32, samples=8192, lr=0.01, slow_rank=-1, delay_ms=0.0):
     torch.set_num_threads(1)
     dist.init_process_group("ranktime")  # rank and world size come from `ranktime run` / mpirun
     rank, size = dist.get_rank(), dist.get_world_size()
 
-    data = synthetic_data(args.samples)
+    data = synthetic_data(samples)
     sampler = DistributedSampler(data, shuffle=True, seed=0)  # this rank's shard
-    loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler, drop_last=True)
+    loader = DataLoader(data, batch_size=batch_size, sampler=sampler, drop_last=True)
 
     torch.manual_seed(rank)  # DDP starts every rank from rank 0's weights anyway
     model = DistributedDataParallel(nn.Sequential(
         nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)))
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * size, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr * size, momentum=0.9)
 
-    for epoch in range(args.epochs):
+    for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for inputs, labels in loader:
-            if rank == args.slow_rank:
-                time.sleep(args.delay_ms / 1000)  # a straggler, for the timeline to find
+            if rank == slow_rank:
+                time.sleep(delay_ms / 1000)  # a straggler, for the timeline to find
             optimizer.zero_grad()
             loss = nn.functional.cross_entropy(model(inputs), labels)
             loss.backward()  # gradient buckets are allreduced by ranktime as backward runs
@@ -72,4 +71,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(**parse_args())

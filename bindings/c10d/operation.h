@@ -96,6 +96,8 @@ class Completer {
   Completer& operator=(const Completer&) = delete;
 
   void push(std::shared_ptr<Operation> op);
+  // True on the completer's own thread (where futures' callbacks run).
+  bool on_this_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   void run();

@@ -183,7 +183,15 @@ ProcessGroupRanktime::ProcessGroupRanktime(int rank, int size, const std::string
 
 ProcessGroupRanktime::~ProcessGroupRanktime() = default;
 
-std::string ProcessGroupRanktime::next_name(const std::vector<at::Tensor>& tensors) {
+std::string ProcessGroupRanktime::next_name(const char* call,
+                                            const std::vector<at::Tensor>& tensors) {
+  // A call from a future's callback would be ordered against the training thread's calls by
+  // timing, which differs between ranks: refuse it rather than mismatch (or deadlock, where the
+  // callback then waits on a future that only this thread would complete).
+  TORCH_CHECK(!completer_->on_this_thread(), "ranktime: torch.distributed.", call,
+              " was called from a future's callback (Future.then) on the ranktime backend's "
+              "completion thread; start collectives from the training thread (communication "
+              "hooks that chain collectives in callbacks, such as PowerSGD, are not supported)");
   std::vector<const void*> ids;
   ids.reserve(tensors.size());
   for (const at::Tensor& t : tensors) ids.push_back(t.unsafeGetTensorImpl());
@@ -218,7 +226,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allreduce(
     std::vector<at::Tensor>& tensors, const ::c10d::AllreduceOptions& opts) {
   check_one(tensors, "all_reduce");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "all_reduce");
-  std::string name = next_name(tensors);
+  std::string name = next_name("all_reduce", tensors);
   auto op = std::make_shared<Operation>("all_reduce", name, tensors);
   add_allreduce(*op, tensors[0], name, reduce);
   return start(std::move(op), OpType::ALLREDUCE);
@@ -228,7 +236,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) {
   for (const at::Tensor& t : tensors) check_tensor(t, "all_reduce_coalesced");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "all_reduce_coalesced");
-  std::string name = next_name(tensors);
+  std::string name = next_name("all_reduce_coalesced", tensors);
   auto op = std::make_shared<Operation>("all_reduce_coalesced", name, tensors);
   for (size_t i = 0; i < tensors.size(); ++i) {
     add_allreduce(*op, tensors[i], name + "." + std::to_string(i), reduce);
@@ -243,7 +251,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::broadcast(
               opts.rootRank, " is not a rank of the group (size ", size_, ")");
   TORCH_CHECK(opts.rootTensor == 0, "ranktime: broadcast: rootTensor must be 0, got ",
               opts.rootTensor);
-  std::string name = next_name(tensors);
+  std::string name = next_name("broadcast", tensors);
   auto op = std::make_shared<Operation>("broadcast", name, tensors);
   const at::Tensor& tensor = tensors[0];
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
@@ -266,7 +274,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allgather(
   TORCH_CHECK(slots.size() == static_cast<size_t>(size_), "ranktime: all_gather: ", slots.size(),
               " output tensors for ", size_, " ranks");
   for (const at::Tensor& slot : slots) check_like(slot, input, "all_gather", "an output tensor");
-  std::string name = next_name(inputs);
+  std::string name = next_name("all_gather", inputs);
   auto op = std::make_shared<Operation>("all_gather", name, slots);
   add_allgather(*op, input, name, size_,
                 [slots, sizes = input.sizes().vec(), type = input.scalar_type()](
@@ -288,7 +296,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::_allgather_base(
       torch_dtype_name(input.scalar_type()), ", ", input.numel() * size_, " elements), got ",
       torch_dtype_name(output.scalar_type()), " with ", output.numel());
   std::vector<at::Tensor> inputs{input};
-  std::string name = next_name(inputs);
+  std::string name = next_name("all_gather_into_tensor", inputs);
   auto op =
       std::make_shared<Operation>("all_gather_into_tensor", name, std::vector<at::Tensor>{output});
   add_allgather(*op, input, name, size_,
@@ -310,7 +318,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::reduce_scatter(
   at::Tensor output = outputs[0];
   for (const at::Tensor& part : parts) check_like(part, output, "reduce_scatter", "an input");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "reduce_scatter");
-  std::string name = next_name(parts);
+  std::string name = next_name("reduce_scatter", parts);
   const int64_t n = output.numel();
   at::Tensor flat = at::empty({n * size_}, output.options());
   for (int r = 0; r < size_; ++r) flat.narrow(0, r * n, n).copy_(parts[r].reshape({-1}));
@@ -333,7 +341,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::_reduce_scatter_base(
       torch_dtype_name(input.scalar_type()), " with ", input.numel());
   ReduceOp reduce = to_ranktime(opts.reduceOp, "reduce_scatter_tensor");
   std::vector<at::Tensor> inputs{input};
-  std::string name = next_name(inputs);
+  std::string name = next_name("reduce_scatter_tensor", inputs);
   const int64_t n = output.numel();
   at::Tensor flat = input.reshape({-1}).clone(at::MemoryFormat::Contiguous);
   auto op =

@@ -76,9 +76,10 @@ class ProcessGroupRanktime : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override;
 
  private:
-  // Names the next call after the tensors it communicates and keeps them from being reused while
-  // they are in the naming round; waits for an earlier call of the same name still in flight.
-  std::string next_name(const std::vector<at::Tensor>& tensors);
+  // Names the next call (`call`, for messages) after the tensors it communicates and keeps them
+  // from being reused while they are in the naming round; waits for an earlier call of the same
+  // name still in flight.
+  std::string next_name(const char* call, const std::vector<at::Tensor>& tensors);
   // Hands `op` to the completer and returns its Work.
   c10::intrusive_ptr<::c10d::Work> start(std::shared_ptr<Operation> op, ::c10d::OpType type);
 

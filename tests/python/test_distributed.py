@@ -223,6 +223,17 @@ def test_a_failed_call_fails_its_future():
         future.wait()
 
 
+def test_a_collective_from_a_future_callback_is_refused():
+    # 32 MiB take milliseconds to reduce: the callback is attached long before the future
+    # completes, so it runs on the backend's completion thread on every rank.
+    future = dist.all_reduce(torch.ones(8 << 20), async_op=True).get_future()
+    chained = future.then(lambda fut: dist.all_reduce(torch.ones(2)))
+    with pytest.raises(RuntimeError, match=r"torch\.distributed\.all_reduce was called from a "
+                                           r"future's callback"):
+        chained.wait()
+    assert torch.equal(future.wait()[0][:3], torch.full((3,), float(size())))
+
+
 @pytest.mark.parametrize("call,run", [
     ("reduce", lambda t: dist.reduce(t, dst=0)),
     ("gather", lambda t: dist.gather(t, [torch.zeros(2) for _ in range(size())]
