@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/utils/tensor_dtypes.h>
 
 #include <stdexcept>
 #include <utility>
@@ -13,31 +14,9 @@ namespace {
 
 using ::c10d::OpType;
 
-const char* torch_dtype_name(at::ScalarType type) {
-  switch (type) {
-    case at::kByte:
-      return "torch.uint8";
-    case at::kChar:
-      return "torch.int8";
-    case at::kShort:
-      return "torch.int16";
-    case at::kInt:
-      return "torch.int32";
-    case at::kLong:
-      return "torch.int64";
-    case at::kHalf:
-      return "torch.float16";
-    case at::kBFloat16:
-      return "torch.bfloat16";
-    case at::kFloat:
-      return "torch.float32";
-    case at::kDouble:
-      return "torch.float64";
-    case at::kBool:
-      return "torch.bool";
-    default:
-      return c10::toString(type);
-  }
+// "torch.float32", as Python spells it.
+std::string torch_dtype_name(at::ScalarType type) {
+  return "torch." + torch::utils::getDtypeNames(type).first;
 }
 
 DataType to_ranktime(at::ScalarType type, const char* call) {
@@ -66,6 +45,7 @@ DataType to_ranktime(at::ScalarType type, const char* call) {
 }
 
 ReduceOp to_ranktime(const ::c10d::ReduceOp& op, const char* call) {
+  const char* name = "<unknown>";
   switch (static_cast<::c10d::ReduceOp::RedOpType>(op)) {
     case ::c10d::ReduceOp::SUM:
       return ReduceOp::kSum;
@@ -78,18 +58,22 @@ ReduceOp to_ranktime(const ::c10d::ReduceOp& op, const char* call) {
     case ::c10d::ReduceOp::PRODUCT:
       return ReduceOp::kProduct;
     case ::c10d::ReduceOp::BAND:
-      TORCH_CHECK(false, "ranktime: ", call, ": ReduceOp.BAND is not supported (SUM, AVG, ",
-                  "MIN, MAX, PRODUCT are)");
+      name = "BAND";
+      break;
     case ::c10d::ReduceOp::BOR:
-      TORCH_CHECK(false, "ranktime: ", call, ": ReduceOp.BOR is not supported (SUM, AVG, MIN, ",
-                  "MAX, PRODUCT are)");
+      name = "BOR";
+      break;
     case ::c10d::ReduceOp::BXOR:
-      TORCH_CHECK(false, "ranktime: ", call, ": ReduceOp.BXOR is not supported (SUM, AVG, ",
-                  "MIN, MAX, PRODUCT are)");
+      name = "BXOR";
+      break;
+    case ::c10d::ReduceOp::PREMUL_SUM:
+      name = "PREMUL_SUM";
+      break;
     default:
-      TORCH_CHECK(false, "ranktime: ", call, ": ReduceOp ", static_cast<int>(op.op_),
-                  " (PREMUL_SUM or unknown) is not supported (SUM, AVG, MIN, MAX, PRODUCT are)");
+      break;
   }
+  TORCH_CHECK(false, "ranktime: ", call, ": ReduceOp.", name,
+              " is not supported (SUM, AVG, MIN, MAX, PRODUCT are)");
 }
 
 // The checks every tensor handed to the runtime passes: dense, in host memory, a ranktime dtype.

@@ -71,6 +71,35 @@ def test_communication_hooks_run_on_futures():
     assert not torch.equal(weights, flat(default))
 
 
+class Branchy(nn.Module):
+    """Buffers (batch norm statistics), and a layer that forward never uses."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 8)
+        self.norm = nn.BatchNorm1d(8)
+        self.unused = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.norm(self.fc(x))))
+
+
+def test_buffers_and_unused_parameters():
+    torch.manual_seed(dist.get_rank())
+    model = Branchy()
+    ddp = DistributedDataParallel(model, find_unused_parameters=True,
+                                  gradient_as_bucket_view=True)
+    ddp_steps(ddp, torch.optim.SGD(model.parameters(), lr=0.1), 3)
+    ddp.eval()
+    with torch.no_grad():
+        ddp(torch.randn(4, 20))  # broadcasts rank 0's statistics first, as every forward does
+    state = torch.cat([v.double().reshape(-1) for v in model.state_dict().values()])
+    for r, s in enumerate(every_rank(state)):
+        assert torch.equal(s, state), "rank %d's parameters or buffers differ" % r
+    assert int(model.norm.num_batches_tracked) == 3
+
+
 class Wide(nn.Module):
     """Two gradient buckets: fc2's 4 MiB fill DDP's first (1 MiB) bucket, fc1 the next."""
 
