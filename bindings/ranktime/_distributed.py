@@ -13,6 +13,7 @@ broadcast. Other backends, and calls that pass a store or an init_method, go to 
 """
 
 import functools
+import importlib.util
 import inspect
 import os
 import socket
@@ -39,13 +40,13 @@ def register():
 
 
 def _extension():
+    if importlib.util.find_spec(__package__ + "._c10d") is None:
+        raise RuntimeError(
+            "ranktime: the torch.distributed backend 'ranktime' was not built: it needs torch's "
+            "C++ headers, matching this torch %s (Debian: apt-get install libtorch-dev, then "
+            "rebuild; CMake's configure step prints why it skipped the backend)" % torch.__version__)
     try:
         from . import _c10d
-    except ModuleNotFoundError as error:
-        raise RuntimeError(
-            "ranktime: the torch.distributed backend 'ranktime' was not built: torch's C++ headers "
-            "were not found when ranktime was configured (Debian: apt-get install libtorch-dev, "
-            "then rebuild)") from error
     except ImportError as error:
         raise RuntimeError(
             "ranktime: the torch.distributed backend 'ranktime' cannot be loaded into torch %s; "
