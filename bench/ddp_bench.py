@@ -7,9 +7,11 @@ it, plus ranktime with the timeline on. Rounds rotate the variants' order; each 
     PYTHONPATH=build/python build/ranktime run -np 2 -- \\
         /usr/bin/python3 bench/ddp_bench.py --rounds 8
 
-Prints per variant the median over rounds of the mean step time (the slowest rank's), then the
-ratios ranktime / gloo and timeline on / off, as ratios of medians and as medians of ratios
-paired within rounds. Targets: ranktime / gloo <= 1 (not slower); timeline on / off close to 1.
+Prints per variant rank 0's median and mean step time over every timed step, then the ratios
+ranktime / gloo and timeline on / off: of the medians, of the means, and the median over rounds
+of each round's ratio (variants that ran minutes apart compare worse on a shared machine than
+variants of the same round). Targets: ranktime / gloo <= 1 (not slower); timeline on / off
+close to 1.
 """
 
 import argparse
@@ -56,23 +58,24 @@ class Trainer:
 
 
 def timed_run(trainer, batches, warmup, timeline_path=None):
-    """Mean step time of the slowest rank, in milliseconds; with the timeline on if a path is
-    given (rank 0 writes it, then deletes it)."""
+    """This rank's step times in milliseconds (the steps wait for each other's gradients, so
+    every rank's are about the same); with the timeline on if a path is given (rank 0 writes
+    it, then deletes it)."""
     for inputs, labels in batches[:warmup]:
         trainer.step(inputs, labels)
     if timeline_path is not None:
         ranktime.start_timeline(timeline_path)
     dist.barrier()
-    start = time.perf_counter()
+    times = []
     for inputs, labels in batches[warmup:]:
+        start = time.perf_counter()
         trainer.step(inputs, labels)
-    elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+        times.append(1000.0 * (time.perf_counter() - start))
     if timeline_path is not None:
         ranktime.stop_timeline()
         if dist.get_rank() == 0:
             os.remove(timeline_path)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
-    return 1000.0 * elapsed.item() / (len(batches) - warmup)
+    return times
 
 
 def median(values):
@@ -82,10 +85,10 @@ def median(values):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="small,medium", help="from: " + ", ".join(MODELS))
-    parser.add_argument("--batch-size", type=int, default=32, help="per rank")
-    parser.add_argument("--steps", type=int, default=50, help="timed steps per variant and round")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=8, help="per rank")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per variant and round")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--timeline-dir", default=tempfile.gettempdir(),
                         help="where rank 0 writes (and deletes) the timeline-on variant's files")
     args = parser.parse_args()
@@ -112,7 +115,7 @@ def main():
         # The timeline variant is the ranktime model with the timeline switched on.
         variants = [("gloo", on_gloo, None), ("ranktime", on_ranktime, None),
                     ("ranktime+timeline", on_ranktime, timeline)]
-        times = {label: [] for label, _, _ in variants}
+        times = {label: [] for label, _, _ in variants}  # per round: step times
         for round_index in range(args.rounds):
             for label, trainer, path in variants[round_index % 3:] + variants[:round_index % 3]:
                 times[label].append(timed_run(trainer, batches, args.warmup, path))
@@ -120,15 +123,21 @@ def main():
             continue
         parameters = sum(p.numel() for p in models[0].parameters())
         print("\nmodel %s: %.2f M parameters" % (model_name, parameters / 1e6))
-        print("  %-18s %s" % ("variant", "median of per-round mean step (ms); rounds"))
-        for label, values in times.items():
-            print("  %-18s %8.3f   %s" % (label, median(values),
-                                        " ".join("%.3f" % v for v in values)))
+        print("  %-18s %9s %9s   %s" % ("variant", "median ms", "mean ms",
+                                        "median step of each round (ms)"))
+        for label, rounds in times.items():
+            steps = [t for r in rounds for t in r]
+            print("  %-18s %9.3f %9.3f   %s" % (label, median(steps), statistics.mean(steps),
+                                               " ".join("%.2f" % median(r) for r in rounds)))
         for name, a, b in (("ranktime / gloo", "ranktime", "gloo"),
                            ("timeline on / off", "ranktime+timeline", "ranktime")):
-            paired = [x / y for x, y in zip(times[a], times[b])]
-            print("  %-18s %6.3f (ratio of medians), %6.3f (median of paired rounds)"
-                  % (name, median(times[a]) / median(times[b]), median(paired)))
+            steps_a = [t for r in times[a] for t in r]
+            steps_b = [t for r in times[b] for t in r]
+            paired = [median(x) / median(y) for x, y in zip(times[a], times[b])]
+            print("  %-18s %6.3f (median steps), %6.3f (mean steps), %6.3f (median of rounds' "
+                  "ratios)" % (name, median(steps_a) / median(steps_b),
+                               statistics.mean(steps_a) / statistics.mean(steps_b),
+                               median(paired)))
 
     dist.destroy_process_group()
 
