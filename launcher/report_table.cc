@@ -10,6 +10,7 @@ namespace {
 
 std::string text_of(const Cell& cell, int precision) {
   if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  if (const auto* b = std::get_if<bool>(&cell)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
   double v = std::get<double>(cell);
   if (!std::isfinite(v)) return "-";
@@ -26,6 +27,7 @@ double machine_value(double v, int precision) {
 
 std::string machine_text_of(const Cell& cell, int precision) {
   if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  if (const auto* b = std::get_if<bool>(&cell)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
   double v = std::get<double>(cell);
   if (!std::isfinite(v)) return "";
@@ -113,6 +115,8 @@ nlohmann::json to_json(const Table& table) {
       nlohmann::json& slot = object[table.columns[c].name];
       if (const auto* s = std::get_if<std::string>(&cell)) {
         slot = *s;
+      } else if (const auto* b = std::get_if<bool>(&cell)) {
+        slot = *b;
       } else if (const auto* i = std::get_if<int64_t>(&cell)) {
         slot = *i;
       } else {

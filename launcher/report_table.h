@@ -11,7 +11,8 @@
 
 namespace ranktime::cli {
 
-using Cell = std::variant<std::string, int64_t, double>;
+// A double that is not finite (NaN) is "no value": "-" in text, empty in CSV, null in JSON.
+using Cell = std::variant<std::string, int64_t, double, bool>;
 
 struct Column {
   std::string name;  // snake_case with the unit: "mean_lag_ms"
