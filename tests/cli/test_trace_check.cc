@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -229,6 +230,119 @@ TEST(TraceCheck, MissingArgs) {
       << c.all_messages();
   EXPECT_TRUE(c.has("has no integer \"last_rank\" arg")) << c.all_messages();
   EXPECT_TRUE(c.has("has no number \"spread_us\" arg")) << c.all_messages();
+}
+
+// A trace with a flow arrow from the last rank's tick of the first negotiation to the start of
+// that tensor's processing on rank 0's lane, as Perfetto's flow events (v1) write it.
+// The *_fields ("id":7,) go into the start and end events.
+std::vector<std::string> with_flow(const std::string& start_fields, const std::string& end_fields) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  const int tick = find_event(events, {"\"name\":\"1\",\"ph\":\"X\"", "\"pid\":1,"});
+  const int op = find_event(events, {"\"ALLREDUCE\",\"ph\":\"B\"", "\"pid\":1,\"tid\":1,"});
+  EXPECT_GE(tick, 0);
+  EXPECT_GE(op, 0);
+  auto ts_of = [&](int i) {
+    const std::string& e = events[i];
+    size_t at = e.find("\"ts\":") + 5;
+    return e.substr(at, e.find_first_of(",}", at) - at);
+  };
+  const std::string flow = R"({"name":"waited for rank 1","cat":"lateness",)";
+  // The end first: the file is sorted per thread only, so either end may come first.
+  events.insert(events.begin() + op + 1,
+                flow + end_fields + R"("ph":"f","pid":1,"tid":1,"ts":)" + ts_of(op) + "}");
+  events.insert(events.begin() + tick + 1,
+                flow + start_fields + R"("ph":"s","pid":1,"tid":0,"ts":)" + ts_of(tick) + "}");
+  return events;
+}
+
+TEST(TraceCheck, FlowArrowsValidate) {
+  for (const std::string id : {R"("id":7,)", R"("id":"0x7",)"}) {
+    Checked c = check_text(join_events(with_flow(id, id + R"("bp":"e",)")));
+    EXPECT_TRUE(c.checker.ok()) << c.all_messages();
+    EXPECT_EQ(c.checker.flows(), 1u);
+    EXPECT_EQ(c.checker.flow_events(), 2u);
+    EXPECT_EQ(c.checker.negotiations(), 6u);
+  }
+  // An arrow whose other end is not in the file (cut off, or in another rotated file) is fine.
+  auto events = with_flow(R"("id":1,)", R"("id":2,"bp":"e",)");
+  Checked dangling = check_text(join_events(events));
+  EXPECT_TRUE(dangling.checker.ok()) << dangling.all_messages();
+  EXPECT_EQ(dangling.checker.flows(), 0u);
+}
+
+TEST(TraceCheck, BrokenFlowArrows) {
+  Checked no_id = check_text(join_events(with_flow("", R"("id":1,)")));
+  EXPECT_TRUE(
+      no_id.has("flow event 'waited for rank 1' ('s') on pid 1 (tensor 'grad.0') tid 0 "
+                "has no \"id\""))
+      << no_id.all_messages();
+  Checked bad_bp = check_text(join_events(with_flow(R"("id":1,)", R"("id":1,"bp":"x",)")));
+  EXPECT_TRUE(bad_bp.has("has \"bp\":\"x\" (the only binding point is \"e\")"))
+      << bad_bp.all_messages();
+  Checked float_id = check_text(join_events(with_flow(R"("id":1.5,)", R"("id":1,)")));
+  EXPECT_TRUE(float_id.has("\"id\" is neither an integer nor a string")) << float_id.all_messages();
+  // An arrow back in time: the end placed before the start.
+  auto events = with_flow(R"("id":3,)", R"("id":3,"bp":"e",)");
+  int end = find_event(events, {"\"ph\":\"f\""});
+  auto& line = events[end];
+  line.replace(line.find("\"ts\":"), std::string::npos, "\"ts\":1.000}");
+  Checked back = check_text(join_events(events));
+  EXPECT_TRUE(back.has("flow arrow id 3 ends (ts 1.000) before it starts")) << back.all_messages();
+}
+
+TEST(TraceCheck, StepMarks) {
+  testing::SyntheticTrace t = small_trace();
+  t.step_marks = true;
+  t.start_lag_us = 20;
+  const std::string text = testing::synthetic_text(t);
+  Checked good = check_text(text);
+  EXPECT_TRUE(good.checker.ok()) << good.all_messages();
+
+  auto events = event_lines(text);
+  auto broken = events;
+  broken.erase(broken.begin() + find_event(broken, {"\"steps rank 1\""}));
+  Checked unnamed = check_text(join_events(broken));
+  EXPECT_TRUE(unnamed.has("STEP slice on pid 0 tid 2, a thread not named 'steps rank r'"))
+      << unnamed.all_messages();
+
+  broken = events;
+  int second = find_event(broken, {"\"STEP\"", "\"tid\":1,", "\"step\":1"});
+  ASSERT_GE(second, 0);
+  broken[second].replace(broken[second].find("\"step\":1"), 8, "\"step\":0");
+  Checked repeated = check_text(join_events(broken));
+  EXPECT_TRUE(repeated.has("STEP 0 of rank 0 after step 0: a rank's steps are numbered upwards"))
+      << repeated.all_messages();
+
+  broken = events;
+  int name = find_event(broken, {"\"steps rank 1\""});
+  broken[name].replace(broken[name].find("steps rank 1"), 12, "steps rank 9");
+  Checked outside = check_text(join_events(broken));
+  EXPECT_TRUE(outside.has("thread 'steps rank 9' on pid 0 names rank 9, but the run has 2 ranks"))
+      << outside.all_messages();
+
+  broken = events;
+  int step = find_event(broken, {"\"STEP\""});
+  broken[step].erase(broken[step].find(",\"dur\""),
+                     broken[step].find(",\"args\"") - broken[step].find(",\"dur\""));
+  Checked no_dur = check_text(join_events(broken));
+  EXPECT_TRUE(no_dur.has("STEP slice of rank 0 has no \"dur\" >= 0")) << no_dur.all_messages();
+}
+
+TEST(TraceCheck, RunMetadataMayBeAnInstant) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  for (const char* name : {"\"ranktime_run\"", "\"ranktime_run_end\""}) {
+    int i = find_event(events, {name});
+    ASSERT_GE(i, 0);
+    const std::string m = "\"ph\":\"M\"";
+    events[i].replace(events[i].find(m), m.size(), "\"ph\":\"i\",\"s\":\"g\",\"ts\":0");
+  }
+  // The end instant comes last, with the file's last timestamp.
+  auto& end = events.back();
+  end.replace(end.find("\"ts\":0"), 6, "\"ts\":999999");
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(c.checker.ok()) << c.all_messages();
+  EXPECT_EQ(c.checker.ranks(), 2);
+  EXPECT_TRUE(c.checker.has_run_end());
 }
 
 TEST(TraceCheck, TruncatedFileSaysWhereAndHowToRepair) {
