@@ -40,5 +40,8 @@ void print_text(std::ostream& out, const Table& table);
 // CSV separated by blank lines parse with any CSV reader and split on the first column.
 void print_csv(std::ostream& out, const Table& table, bool with_table_column);
 nlohmann::json to_json(const Table& table);  // an array of row objects
+// {"name", "title", "columns": [{"name", "precision"}], "rows": [[values]], "empty"}: the same
+// values, compact (for the report page).
+nlohmann::json to_json_columns(const Table& table);
 
 }  // namespace ranktime::cli

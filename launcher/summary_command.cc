@@ -76,6 +76,18 @@ std::optional<std::vector<int>> parse_rank_list(const std::string& text) {
   return ranks;
 }
 
+CLI::Validator top_k_validator() {
+  return CLI::Validator(
+      [](const std::string& value) -> std::string {
+        const bool digits =
+            !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+        return digits && value.find_first_not_of('0') != std::string::npos
+                   ? std::string()
+                   : "expected a number of tensors, 1 or more, not " + value;
+      },
+      "N>=1");
+}
+
 CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
   CLI::App* cmd = app.add_subcommand(
       "summary",
@@ -87,15 +99,7 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
       ->required();
   cmd->add_option("--format", o->format, "text (aligned tables), csv or json")
       ->check(CLI::IsMember({"text", "csv", "json"}));
-  cmd->add_option("-k,--top", o->top_k, "tensors in the top-k tables")
-      ->check(CLI::Validator(
-          [](const std::string& value) -> std::string {
-            return value.find_first_not_of("0123456789") == std::string::npos && !value.empty() &&
-                           value.find_first_not_of('0') != std::string::npos
-                       ? std::string()
-                       : "expected a number of tensors, 1 or more, not " + value;
-          },
-          "N>=1"));
+  cmd->add_option("-k,--top", o->top_k, "tensors in the top-k tables")->check(top_k_validator());
   cmd->add_option("--from", o->from,
                   "analyse what begins at or after this trace time: 1500 (us), 1500us, 1.5ms, 2s");
   cmd->add_option("--to", o->to, "analyse what begins at or before this trace time");

@@ -29,6 +29,9 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* options);
 // Returns the exit status: 0, 1 (the file held no events), 2 (bad option, unreadable file).
 int run_summary(const SummaryCommandOptions& options);
 
+// Checks -k/--top: a whole number, 1 or more, with a plain message otherwise.
+CLI::Validator top_k_validator();
+
 // "1500" (µs), "1500us", "1.5ms", "2s" -> microseconds; nullopt when malformed.
 std::optional<double> parse_time_us(const std::string& text);
 // "0,2-3" -> {0, 2, 3}; nullopt when malformed.
