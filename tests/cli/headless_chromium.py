@@ -6,6 +6,7 @@ Debian's `chromium`, run as the tests run it: as root, so --no-sandbox, with a f
 that is removed afterwards, and with everything that would reach the network switched off.
 """
 import base64
+import fcntl
 import json
 import os
 import select
@@ -22,6 +23,13 @@ class ChromiumError(RuntimeError):
     pass
 
 
+def _above(fd, lowest):
+    """fd duplicated to a number >= lowest (the original closed)."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, lowest)
+    os.close(fd)
+    return moved
+
+
 class Page:
     """One browser with one page; use as a context manager."""
 
@@ -33,6 +41,8 @@ class Page:
         self._profile = tempfile.mkdtemp(prefix="ranktime-chromium-")
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
+        # The browser's ends, moved above 3 and 4 so that placing them there clobbers nothing.
+        to_browser_r, from_browser_w = (_above(fd, 10) for fd in (to_browser_r, from_browser_w))
         args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", "--no-first-run", "--no-default-browser-check",

@@ -148,6 +148,19 @@ def test_many_steps_are_grouped(cli, tmp_path, browser):
     assert browser.evaluate("document.querySelectorAll('#heatmap-cells rect').length") == 2 * 834
 
 
+def test_64_ranks_by_1000_steps(cli, tmp_path, browser):
+    """Aggregates, not events: a 43 MB trace makes a page of about a megabyte."""
+    report = make_report(tmp_path, "wide", ranks=64, tensors=1, steps=1000, slow_rank=17,
+                         delay_us=2000, slow_steps="100,200,300", step_marks=True)
+    assert report.stat().st_size < 2_000_000
+    browser.console.clear()
+    browser.open(report.as_uri(), READY)
+    assert browser.console == []
+    assert browser.evaluate("document.querySelectorAll('#heatmap-cells rect').length") == 64_000
+    assert browser.evaluate("document.getElementById('slowest-rank').textContent") == \
+        "Slowest rank: rank 17 (n1)."
+
+
 def test_report_options(cli, tmp_path):
     trace = generate(tmp_path / "t.json", ranks=2, steps=2)
     missing_dir = tmp_path / "no" / "r.html"
