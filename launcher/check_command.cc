@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "ranktime/timeline/trace_check.h"
 #include "ranktime/timeline/trace_reader.h"
+#include "trace_input.h"
 
 namespace ranktime::cli {
 namespace {
@@ -84,18 +85,13 @@ CLI::App* add_check_command(CLI::App& app, CheckCommandOptions* o) {
       "check",
       "Validate a timeline against docs/timeline-format.md; --repair completes a file "
       "cut short");
-  cmd->add_option("files", o->paths,
-                  "timeline files, or a glob pattern; each is checked on its own")
-      ->required();
+  add_trace_input_options(cmd, "timeline files, or a glob pattern; each is checked on its own",
+                          &o->paths, &o->progress, &o->progress_every_mb);
   cmd->add_flag("--repair", o->repair,
                 "complete a file cut short: keep every complete event, close open slices, close "
                 "the array (in place, or into -o)");
   cmd->add_option("-o,--output", o->output, "with --repair: write the repaired file here");
   cmd->add_option("--max-errors", o->max_errors, "violations to print (all are counted)");
-  cmd->add_flag("--progress", o->progress,
-                "report progress on stderr (on by default when stderr is a terminal)");
-  cmd->add_option("--progress-every-mb", o->progress_every_mb, "MiB between progress reports")
-      ->check(CLI::PositiveNumber);
   return cmd;
 }
 

@@ -17,16 +17,12 @@ CLI::App* add_report_command(CLI::App& app, ReportCommandOptions* o) {
       "report",
       "Write one self-contained HTML page about a run: lateness by rank and step, waits, phases "
       "per rank, top tensors, fusion and bandwidth (opens offline, in any browser)");
-  cmd->add_option("files", o->paths,
-                  "timeline files of one run, or a glob pattern; rotated pieces are read in "
-                  "order")
-      ->required();
+  add_trace_input_options(cmd,
+                          "timeline files of one run, or a glob pattern; rotated pieces are read "
+                          "in order",
+                          &o->paths, &o->progress, &o->progress_every_mb);
   cmd->add_option("-o,--output", o->output, "the HTML file to write")->required();
   cmd->add_option("-k,--top", o->top_k, "tensors in the top-k tables")->check(top_k_validator());
-  cmd->add_flag("--progress", o->progress,
-                "report progress on stderr (on by default when stderr is a terminal)");
-  cmd->add_option("--progress-every-mb", o->progress_every_mb, "MiB between progress reports")
-      ->check(CLI::PositiveNumber);
   return cmd;
 }
 

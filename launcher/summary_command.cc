@@ -93,10 +93,10 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
       "summary",
       "Summarise a timeline: lateness per rank, where the time went, top tensors, "
       "fusion and bandwidth");
-  cmd->add_option("files", o->paths,
-                  "timeline files of one run (complete, or cut short by a crash), or a glob "
-                  "pattern; rotated pieces (t.json, t.1.json, ...) are read in order")
-      ->required();
+  add_trace_input_options(cmd,
+                          "timeline files of one run (complete, or cut short by a crash), or a "
+                          "glob pattern; rotated pieces (t.json, t.1.json, ...) are read in order",
+                          &o->paths, &o->progress, &o->progress_every_mb);
   cmd->add_option("--format", o->format, "text (aligned tables), csv or json")
       ->check(CLI::IsMember({"text", "csv", "json"}));
   cmd->add_option("-k,--top", o->top_k, "tensors in the top-k tables")->check(top_k_validator());
@@ -118,10 +118,6 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
   cmd->add_flag("--by-step", o->by_step,
                 "add per-step tables (steps, step_ranks): from the trace's STEP marks, else "
                 "step n = each tensor's n-th negotiation; reads the files twice");
-  cmd->add_flag("--progress", o->progress,
-                "report progress on stderr (on by default when stderr is a terminal)");
-  cmd->add_option("--progress-every-mb", o->progress_every_mb, "MiB between progress reports")
-      ->check(CLI::PositiveNumber);
   return cmd;
 }
 

@@ -9,6 +9,16 @@
 
 namespace ranktime::cli {
 
+void add_trace_input_options(CLI::App* cmd, const std::string& files_help,
+                             std::vector<std::string>* paths, bool* progress,
+                             double* progress_every_mb) {
+  cmd->add_option("files", *paths, files_help)->required();
+  cmd->add_flag("--progress", *progress,
+                "report progress on stderr (on by default when stderr is a terminal)");
+  cmd->add_option("--progress-every-mb", *progress_every_mb, "MiB between progress reports")
+      ->check(CLI::PositiveNumber);
+}
+
 std::vector<std::string> expand_trace_args(const TraceInputOptions& o,
                                            const std::vector<std::string>& args) {
   std::string error;

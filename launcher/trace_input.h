@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "ranktime/timeline/trace_analysis.h"
 #include "ranktime/timeline/trace_reader.h"
 
@@ -28,6 +30,12 @@ struct AnalysedRun {
   bool truncated = false;  // some file cut short
   std::string error;       // the first file's error, if any ("PATH: truncated at ...")
 };
+
+// The options every reading command takes: the files (one run, or glob patterns), --progress and
+// --progress-every-mb.
+void add_trace_input_options(CLI::App* cmd, const std::string& files_help,
+                             std::vector<std::string>* paths, bool* progress,
+                             double* progress_every_mb);
 
 // The files named by `args` (trace_file_set); an empty list and a message on stderr when a
 // pattern matches nothing.
