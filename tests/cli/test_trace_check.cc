@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -343,6 +344,87 @@ TEST(TraceCheck, RunMetadataMayBeAnInstant) {
   EXPECT_TRUE(c.checker.ok()) << c.all_messages();
   EXPECT_EQ(c.checker.ranks(), 2);
   EXPECT_TRUE(c.checker.has_run_end());
+}
+
+// The same trace with every B/E pair on a tensor's threads written as one complete 'X' slice
+// (at the B's place, args of both), as a writer that knows a slice's end may write it.
+std::string as_complete_slices(const std::string& text) {
+  auto events = event_lines(text);
+  std::vector<nlohmann::json> parsed;
+  std::vector<bool> keep(events.size(), true);
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> open;
+  for (size_t i = 0; i < events.size(); ++i) {
+    parsed.push_back(nlohmann::json::parse(events[i]));
+    nlohmann::json& e = parsed.back();
+    if (e["pid"].get<int64_t>() == 0 || (e["ph"] != "B" && e["ph"] != "E")) continue;
+    auto& stack = open[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}];
+    if (e["ph"] == "B") {
+      stack.push_back(i);
+      continue;
+    }
+    nlohmann::json& b = parsed[stack.back()];
+    stack.pop_back();
+    b["ph"] = "X";
+    b["dur"] = e["ts"].get<double>() - b["ts"].get<double>();
+    if (e.contains("args")) b["args"].update(e["args"]);
+    keep[i] = false;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (keep[i]) out.push_back(parsed[i].dump());
+  }
+  return join_events(out);
+}
+
+TEST(TraceCheck, CompleteSlicesReadAsPairs) {
+  testing::SyntheticTrace t = small_trace();
+  t.ranks = 4;
+  t.slow_rank = 2;
+  t.delay_us = 5000;
+  t.fused = 3;
+  t.tensors = 6;
+  const std::string pairs = testing::synthetic_text(t);
+  const std::string complete = as_complete_slices(pairs);
+  ASSERT_EQ(complete.find("\"ph\":\"B\""), std::string::npos);
+  Checked c = check_text(complete);
+  EXPECT_TRUE(c.checker.ok()) << c.all_messages();
+  EXPECT_EQ(c.checker.negotiations(), 12u);
+  EXPECT_TRUE(c.checker.open_slices().empty());
+
+  auto summarize = [](const std::string& text) {
+    TraceSummarizer summarizer;
+    std::istringstream in(text);
+    read_trace(in, [&](const TraceEvent& e) {
+      summarizer.add(e);
+      return true;
+    });
+    return summarizer.finish();
+  };
+  Summary a = summarize(pairs), b = summarize(complete);
+  EXPECT_EQ(b.negotiations, a.negotiations);
+  EXPECT_EQ(b.slowest_rank, 2);
+  ASSERT_EQ(b.lateness.size(), a.lateness.size());
+  for (size_t r = 0; r < a.lateness.size(); ++r) {
+    EXPECT_DOUBLE_EQ(b.lateness[r].caused_wait_us, a.lateness[r].caused_wait_us);
+    EXPECT_EQ(b.lateness[r].times_last, a.lateness[r].times_last);
+  }
+  ASSERT_EQ(b.phases.size(), a.phases.size());
+  for (size_t i = 0; i < a.phases.size(); ++i) {
+    EXPECT_EQ(b.phases[i].phase, a.phases[i].phase);
+    EXPECT_EQ(b.phases[i].count, a.phases[i].count);
+    EXPECT_NEAR(b.phases[i].busy_us, a.phases[i].busy_us, 1e-6);
+  }
+  ASSERT_EQ(b.fusion.size(), 1u);
+  EXPECT_EQ(b.fusion[0].batches, a.fusion[0].batches);
+  EXPECT_EQ(b.fusion[0].tensors, a.fusion[0].tensors);
+
+  // A complete slice that overlaps its parent's end is still an improper nesting.
+  auto events = event_lines(complete);
+  int queue = find_event(events, {"\"QUEUE\"", "\"ph\":\"X\""});
+  auto& line = events[queue];
+  line.replace(line.find("\"dur\":"), std::string::npos, "\"dur\":100000.0}");
+  Checked broken = check_text(join_events(events));
+  EXPECT_FALSE(broken.checker.ok());
 }
 
 TEST(TraceCheck, TruncatedFileSaysWhereAndHowToRepair) {

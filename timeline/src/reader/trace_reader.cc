@@ -11,6 +11,7 @@
 #include <fstream>
 #include <istream>
 #include <streambuf>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -374,10 +375,79 @@ class EventSax {
   uint64_t structure_offset_ = 0;
 };
 
-}  // namespace
+// Hands complete slices ('X' with a "dur") on a tensor's threads on as a 'B' and an 'E', so that
+// the checker and the analysis see one form whichever the writer chose. The 'E' goes out when
+// the thread's next event begins at or after its end (after, for a zero-length tick, which may
+// sit at its negotiation's end), or at the end of the input. Ticks (zero-length 'X' named by a
+// rank number) and pid 0's complete slices (STEP) are handed on as they are.
+class CompleteSliceSplitter {
+ public:
+  explicit CompleteSliceSplitter(const TraceEventCallback& next) : next_(next) {}
 
-TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
-                           const TraceReadOptions& options) {
+  bool add(const TraceEvent& e) {
+    const bool tick = is_tick(e);
+    if (pending_ > 0 && e.phase() != 'M' && e.has_ts && !close_until(e, tick)) return false;
+    if (e.phase() != 'X' || tick || e.pid <= 0 || !e.has_dur || !e.has_ts || e.dur < 0 ||
+        !e.malformed.empty()) {
+      return next_(e);
+    }
+    TraceEvent begin = e;
+    begin.ph = "B";
+    begin.has_dur = false;
+    begin.dur = 0;
+    TraceEvent end = begin;
+    end.ph = "E";
+    end.ts = e.ts + e.dur;
+    stacks_[{e.pid, e.tid}].push_back(std::move(end));
+    ++pending_;
+    return next_(begin);
+  }
+
+  // Closes every slice still pending, innermost first.
+  bool flush() {
+    for (auto& [thread, stack] : stacks_) {
+      while (!stack.empty()) {
+        TraceEvent end = std::move(stack.back());
+        stack.pop_back();
+        --pending_;
+        if (!next_(end)) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct ThreadHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& k) const {
+      return std::hash<int64_t>()(k.first) * 1000003u ^ std::hash<int64_t>()(k.second);
+    }
+  };
+
+  static bool is_tick(const TraceEvent& e) {
+    return e.phase() == 'X' && !e.name.empty() && e.name.size() < 10 &&
+           std::all_of(e.name.begin(), e.name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+
+  bool close_until(const TraceEvent& e, bool tick) {
+    auto it = stacks_.find({e.pid, e.tid});
+    if (it == stacks_.end()) return true;
+    auto& stack = it->second;
+    while (!stack.empty() && (tick ? stack.back().ts < e.ts : stack.back().ts <= e.ts)) {
+      TraceEvent end = std::move(stack.back());
+      stack.pop_back();
+      --pending_;
+      if (!next_(end)) return false;
+    }
+    return true;
+  }
+
+  const TraceEventCallback& next_;
+  std::unordered_map<std::pair<int64_t, int64_t>, std::vector<TraceEvent>, ThreadHash> stacks_;
+  size_t pending_ = 0;
+};
+
+TraceReadResult parse_trace(std::istream& in, const TraceEventCallback& on_event,
+                            const TraceReadOptions& options) {
   TraceReadResult result;
   CountingBuffer buffer(in.rdbuf());
   std::istream counted(&buffer);
@@ -413,6 +483,17 @@ TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
   auto colon = what.find(": ");
   if (colon != std::string::npos) what = what.substr(colon + 2);
   result.error = "invalid JSON at byte " + std::to_string(result.error_offset) + ": " + what;
+  return result;
+}
+
+}  // namespace
+
+TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
+                           const TraceReadOptions& options) {
+  CompleteSliceSplitter splitter(on_event);
+  TraceReadResult result = parse_trace(
+      in, [&](const TraceEvent& e) { return splitter.add(e); }, options);
+  if (!result.stopped && !splitter.flush()) result.stopped = true;
   return result;
 }
 

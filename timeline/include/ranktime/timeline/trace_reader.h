@@ -69,6 +69,11 @@ struct TraceReadResult {
   std::string error;
 };
 
+// Complete slices (an 'X' with a "dur") on a tensor's threads are handed on as a 'B' (at the
+// event's place in the file) and an 'E' (once the thread's next event begins at or after its
+// end, or at the end of the input), both with the event's args, so readers handle one form
+// whether a writer writes pairs or complete slices. Ticks and pid 0's complete slices (STEP) are
+// handed on as they are.
 TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
                            const TraceReadOptions& options = {});
 TraceReadResult read_trace_file(const std::string& path, const TraceEventCallback& on_event,
