@@ -104,7 +104,7 @@ TEST(IntervalUnion, MatchesTheExactUnionInOrderAndNeverExceedsItOutOfOrder) {
 TEST(WaitMatrix, OverlappingNegotiationsCountOnce) {
   // Two tensors negotiated at once: rank 1 is 20 ms late for both. Rank 0 waits 20 ms for it,
   // once, not twice.
-  WaitMatrix w(2);
+  WaitMatrix w;
   w.add({{0, 1000}, {1, 21000}});
   w.add({{0, 1010}, {1, 21010}});
   EXPECT_DOUBLE_EQ(w.waited_for(0, 1), 20010);
@@ -116,7 +116,7 @@ TEST(WaitMatrix, OverlappingNegotiationsCountOnce) {
 
 TEST(WaitMatrix, TiesForLastAreBothWaitedForAndNotEachOther) {
   // Ranks 2 and 3 become ready together, 5 ms after ranks 0 and 1.
-  WaitMatrix w(4);
+  WaitMatrix w;
   w.add({{0, 0}, {1, 0}, {2, 5000}, {3, 5000}});
   EXPECT_DOUBLE_EQ(w.caused(2), 2 * 5000.0);
   EXPECT_DOUBLE_EQ(w.caused(3), 2 * 5000.0);
@@ -143,7 +143,7 @@ TEST(WaitMatrix, NeverAboveRanksMinusOneTimesWall) {
   // Random readiness over a 1 s window at 8 ranks, thousands of overlapping negotiations.
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> when(0, 1e6), lag(0, 50000);
-  WaitMatrix w(8);
+  WaitMatrix w;
   for (int n = 0; n < 5000; ++n) {
     const double base = when(rng);
     std::vector<Readiness> ready;

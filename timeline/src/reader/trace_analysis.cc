@@ -22,6 +22,9 @@ constexpr size_t kMaxPending = size_t{1} << 16;
 // Steps whose negotiations may still come. Negotiations complete nearly in step order; one of a
 // step already closed reopens it and is added to it.
 constexpr size_t kMaxOpenSteps = 8;
+// Per-step figures keep a row per rank and step; ranks from here up (a corrupt trace's, or a run
+// larger than any this tool is for) are left out of them, not of the run's figures.
+constexpr int kMaxStepRanks = 4096;
 // Intervals kept per (phase, rank) union before older ones are folded (IntervalUnion).
 constexpr size_t kPhaseUnionIntervals = 256;
 
@@ -163,8 +166,7 @@ size_t TraceSummarizer::SliceKeyHash::operator()(const SliceKey& k) const {
          std::hash<std::string>()(k.name) * 7 + static_cast<size_t>(k.rank);
 }
 
-TraceSummarizer::TraceSummarizer(SummaryOptions options)
-    : options_(std::move(options)), waits_(0, 0) {
+TraceSummarizer::TraceSummarizer(SummaryOptions options) : options_(std::move(options)) {
   for (int r : options_.ranks) {
     if (r < 0 || r >= kMaxTraceRanks) continue;
     if (static_cast<size_t>(r) >= rank_selected_.size()) rank_selected_.resize(r + 1, false);
@@ -366,11 +368,14 @@ void TraceSummarizer::on_negotiation_end(const TraceEvent& e, OpenSlice& slice) 
   add_to_step(step, ready);
 }
 
-void TraceSummarizer::add_to_step(int64_t step, const std::vector<Readiness>& ready) {
+void TraceSummarizer::add_to_step(int64_t step, std::vector<Readiness> ready) {
+  ready.erase(std::remove_if(ready.begin(), ready.end(),
+                             [](const Readiness& x) { return x.rank >= kMaxStepRanks; }),
+              ready.end());
   OpenStep& open = open_steps_[step];
   open.waits.add(ready);
   for (const Readiness& x : ready) {
-    if (x.rank < 0 || x.rank >= kMaxTraceRanks) continue;
+    if (x.rank < 0) continue;
     if (static_cast<size_t>(x.rank) >= open.ready_end.size()) open.ready_end.resize(x.rank + 1, -1);
     open.ready_end[x.rank] = std::max(open.ready_end[x.rank], x.ts);
     if (!open.has_begin || x.ts < open.begin_us) open.begin_us = x.ts;
@@ -693,8 +698,9 @@ void TraceSummarizer::finish_steps(Summary& s) {
   for (const auto& [step, ts] : mark_begin) {
     if (in_window(ts)) closed_steps_.try_emplace(step);
   }
-  const size_t nranks = std::max<size_t>(static_cast<size_t>(std::max(0, s.run.ranks)),
-                                         std::max(marks.by_rank.size(), ranks_.size()));
+  const size_t nranks = std::min<size_t>(
+      kMaxStepRanks, std::max<size_t>(static_cast<size_t>(std::max(0, s.run.ranks)),
+                                      std::max(marks.by_rank.size(), ranks_.size())));
   for (auto& [step, closed] : closed_steps_) {
     StepStat stat = std::move(closed.stat);
     stat.step = step;
@@ -710,7 +716,7 @@ void TraceSummarizer::finish_steps(Summary& s) {
     // Start marks: each rank's mark for this step.
     std::vector<double> start(nranks, -1);
     double first_start = -1;
-    for (size_t r = 0; r < marks.by_rank.size(); ++r) {
+    for (size_t r = 0; r < std::min(marks.by_rank.size(), nranks); ++r) {
       if (!selected(static_cast<int>(r))) continue;
       const auto& rank_marks = marks.by_rank[r];
       // A rank's marks are in time order and so in step order.

@@ -8,12 +8,13 @@
 namespace ranktime::timeline {
 namespace {
 
-// Intervals kept for the whole matrix when the bound is picked automatically: about 16 MiB.
+// Intervals kept for the whole matrix when the bound is picked automatically: about 16 MiB
+// (more above 500 ranks, where each pair keeps at least 4).
 constexpr size_t kMatrixIntervals = size_t{1} << 20;
 
 size_t auto_bound(int ranks) {
   const size_t cells = static_cast<size_t>(std::max(1, ranks)) * static_cast<size_t>(ranks + 1);
-  return std::clamp<size_t>(kMatrixIntervals / cells, 16, 1024);
+  return std::clamp<size_t>(kMatrixIntervals / cells, 4, 1024);
 }
 
 }  // namespace
@@ -56,23 +57,11 @@ double IntervalUnion::measure() const {
   return total;
 }
 
-WaitMatrix::WaitMatrix(int ranks, size_t max_open)
-    : max_open_(max_open), auto_bound_(max_open == 0) {
-  reserve(ranks);
-}
-
-void WaitMatrix::reserve(int ranks) {
-  if (ranks <= ranks_) return;
-  const size_t bound = auto_bound_ ? auto_bound(ranks) : max_open_;
-  std::vector<IntervalUnion> pairs(static_cast<size_t>(ranks) * ranks, IntervalUnion(bound));
-  for (int r = 0; r < ranks_; ++r) {
-    for (int q = 0; q < ranks_; ++q) {
-      pairs[static_cast<size_t>(r) * ranks + q] = std::move(pairs_[index(r, q)]);
-    }
-  }
-  pairs_ = std::move(pairs);
-  waiting_.resize(static_cast<size_t>(ranks), IntervalUnion(bound));
-  ranks_ = ranks;
+IntervalUnion& WaitMatrix::union_for(std::unordered_map<uint64_t, IntervalUnion>& map, uint64_t k) {
+  auto it = map.find(k);
+  if (it != map.end()) return it->second;
+  return map.emplace(k, IntervalUnion(max_open_ > 0 ? max_open_ : auto_bound(ranks_)))
+      .first->second;
 }
 
 void WaitMatrix::add(std::vector<Readiness> ready) {
@@ -81,40 +70,42 @@ void WaitMatrix::add(std::vector<Readiness> ready) {
                      [](const Readiness& x) { return x.rank < 0 || x.rank >= kMaxTraceRanks; }),
       ready.end());
   if (ready.size() < 2) return;
-  int top = 0;
-  for (const Readiness& x : ready) top = std::max(top, x.rank);
-  reserve(top + 1);
+  for (const Readiness& x : ready) ranks_ = std::max(ranks_, x.rank + 1);
   std::sort(ready.begin(), ready.end(),
             [](const Readiness& a, const Readiness& b) { return a.ts < b.ts; });
   const double last = ready.back().ts;
   for (size_t i = 0; i < ready.size(); ++i) {
     const Readiness& r = ready[i];
-    waiting_[r.rank].add(r.ts, last);
+    if (r.ts < last) union_for(waiting_, key(r.rank, 0)).add(r.ts, last);
     // Only later ranks keep r waiting; a tie is no wait.
     for (size_t j = i + 1; j < ready.size(); ++j) {
-      if (ready[j].ts > r.ts && ready[j].rank != r.rank) {
-        pairs_[index(r.rank, ready[j].rank)].add(r.ts, ready[j].ts);
-      }
+      const Readiness& q = ready[j];
+      if (q.ts <= r.ts || q.rank == r.rank) continue;
+      const uint64_t k = key(r.rank, q.rank);
+      if (pairs_.count(k) == 0) waiters_[q.rank].push_back(r.rank);
+      union_for(pairs_, k).add(r.ts, q.ts);
     }
   }
 }
 
 double WaitMatrix::waited_for(int r, int q) const {
-  if (r < 0 || q < 0 || r >= ranks_ || q >= ranks_) return 0;
-  return pairs_[index(r, q)].measure();
+  if (r < 0 || q < 0) return 0;
+  auto it = pairs_.find(key(r, q));
+  return it == pairs_.end() ? 0 : it->second.measure();
 }
 
 double WaitMatrix::caused(int q) const {
+  auto it = waiters_.find(q);
+  if (it == waiters_.end()) return 0;
   double total = 0;
-  for (int r = 0; r < ranks_; ++r) {
-    if (r != q) total += waited_for(r, q);
-  }
+  for (int r : it->second) total += waited_for(r, q);
   return total;
 }
 
 double WaitMatrix::waited(int r) const {
-  if (r < 0 || r >= ranks_) return 0;
-  return waiting_[r].measure();
+  if (r < 0) return 0;
+  auto it = waiting_.find(key(r, 0));
+  return it == waiting_.end() ? 0 : it->second.measure();
 }
 
 }  // namespace ranktime::timeline

@@ -75,7 +75,8 @@ struct SummaryOptions {
   size_t top_k = 10;
   // Per-step figures (Summary::steps). With step marks (from a first pass: StepMarkCollector) a
   // negotiation belongs to the step its first-ready rank was in; without, the n-th negotiation of
-  // each tensor is taken to be step n (a training step reduces every gradient once).
+  // each tensor is taken to be step n (a training step reduces every gradient once). Ranks from
+  // 4096 up are left out of the per-step figures.
   bool by_step = false;
   StepMarks step_marks;
 };
@@ -287,7 +288,7 @@ class TraceSummarizer {
   };
   // A step whose negotiations are still coming (negotiations complete nearly in step order).
   struct OpenStep {
-    WaitMatrix waits{0, 64};
+    WaitMatrix waits{64};
     std::vector<double> ready_end;  // per rank: its last readiness in the step; -1: none
     uint64_t negotiations = 0;
     double begin_us = 0;
@@ -309,7 +310,7 @@ class TraceSummarizer {
                       int64_t fused_tensors);
   void add_batch_member(int rank, const OpenSlice& op);
   void finalize_batch(const std::string& op, const PendingBatch& batch);
-  void add_to_step(int64_t step, const std::vector<Readiness>& ready);
+  void add_to_step(int64_t step, std::vector<Readiness> ready);
   void close_step(int64_t step);
   void add_busy(const std::string& op, const std::string& phase, int rank, double begin,
                 double end);

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -34,17 +36,17 @@ struct Readiness {
   double ts = 0;
 };
 
-// Waits among `ranks` ranks, negotiation by negotiation.
+// Waits between ranks, negotiation by negotiation. Only pairs that waited take memory, so a
+// trace naming absurd rank numbers costs what its ticks cost, not ranks squared.
 class WaitMatrix {
  public:
-  // `max_open`: IntervalUnion's bound per pair; 0 picks one that keeps the whole matrix to
-  // about a million intervals (16 MiB) at any rank count.
-  explicit WaitMatrix(int ranks = 0, size_t max_open = 0);
+  // `max_open`: IntervalUnion's bound per pair (0: one that keeps the pairs to about a million
+  // intervals in all, 16 MiB, for the number of ranks seen).
+  explicit WaitMatrix(size_t max_open = 0) : max_open_(max_open) {}
+  // One more than the highest rank added so far.
   int ranks() const { return ranks_; }
-  // Grows to at least `ranks` ranks (the union of what was added so far is kept).
-  void reserve(int ranks);
   // One negotiation: rank r waits for rank q over [ts_r, ts_q] when ts_q > ts_r. Ranks
-  // outside [0, kMaxTraceRanks) are ignored; the matrix grows to fit the others.
+  // outside [0, kMaxTraceRanks) are ignored.
   void add(std::vector<Readiness> ready);
 
   double waited_for(int r, int q) const;  // W(r, q): the union of r's waits for q
@@ -53,12 +55,15 @@ class WaitMatrix {
   double waited(int r) const;
 
  private:
-  size_t index(int r, int q) const { return static_cast<size_t>(r) * ranks_ + q; }
+  static uint64_t key(int r, int q) {
+    return (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(q);
+  }
+  IntervalUnion& union_for(std::unordered_map<uint64_t, IntervalUnion>& map, uint64_t k);
   int ranks_ = 0;
   size_t max_open_ = 0;
-  bool auto_bound_ = true;
-  std::vector<IntervalUnion> pairs_;    // r * ranks + q
-  std::vector<IntervalUnion> waiting_;  // by r
+  std::unordered_map<uint64_t, IntervalUnion> pairs_;    // key(r, q)
+  std::unordered_map<int, std::vector<int>> waiters_;    // q -> the r with a pair (r, q)
+  std::unordered_map<uint64_t, IntervalUnion> waiting_;  // key(r, 0)
 };
 
 }  // namespace ranktime::timeline
