@@ -93,12 +93,15 @@ def test_wait_is_attributed_to_the_slow_rank(cli, tmp_path, np_, slow_rank):
     # (each tensor is reduced once per step, and so is the barrier before it). Either way,
     # every step waits on the slow rank.
     assert summary["steps_from"] in ("marks", "negotiation order")
+    # every step waits on the slow rank. One step can be off by a scheduler slice or two when 4
+    # ranks share 2 cores (as the mean lag above can), so: most steps, and the median step.
     step_rows = summary["tables"]["steps"]
     assert len(step_rows) == steps
-    for row in step_rows:
-        assert row["last_rank"] == slow_rank, row
-        assert row["last_ready_lag_ms"] == pytest.approx(DELAY_MS, abs=LAG_TOLERANCE_MS)
-        assert row["waited_for_last_ms"] == pytest.approx((np_ - 1) * DELAY_MS, rel=0.3)
+    assert sum(row["last_rank"] == slow_rank for row in step_rows) >= 0.9 * steps, step_rows
+    lags = sorted(row["last_ready_lag_ms"] for row in step_rows)
+    assert lags[steps // 2] == pytest.approx(DELAY_MS, abs=LAG_TOLERANCE_MS)
+    # The steps' waits add up to the run's.
+    assert sum(row["waited_ms"] for row in step_rows) == pytest.approx(run["waited_ms"], rel=0.05)
 
 
 def test_report_of_a_real_job(cli, tmp_path):
