@@ -66,7 +66,8 @@ int run_report(const ReportCommandOptions& o) {
     return 2;
   }
   std::cout << o.output << ": " << html.size() << " bytes, " << run.summary.steps.size()
-            << " steps, " << std::max(0, run.summary.run.ranks) << " ranks\n";
+            << " steps, " << std::max(0, run.summary.run.ranks) << " ranks, from " << run.events
+            << " events\n";
   return 0;
 }
 
