@@ -3,11 +3,7 @@
 
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
-#include <map>
-
-#include <unistd.h>
 
 #include "ranktime/timeline/trace_analysis.h"
 #include "report_table.h"
