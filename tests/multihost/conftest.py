@@ -33,6 +33,9 @@ ENV = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none",
            OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
+SANITIZER_OPTIONS = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS")
+
+
 def pytest_sessionstart(session):
     reason = unavailable_reason()
     if reason:
@@ -59,7 +62,11 @@ def ranktime_run(cluster, np_, program, *run_args, placement=None, timeout=300, 
     """`ranktime run -np N -H h0:S,... <the cluster's options> RUN_ARGS -- PROGRAM` on the cluster
     (placement: instead of -H, e.g. ["--hostfile", cluster.hostfile])."""
     placement = placement or ["-H", cluster.host_list()]
-    args = [CLI, "run", "-np", str(np_), *placement, *cluster.ranktime_args(),
+    # A host's processes start with a clean environment, as over ssh: sanitizer settings (the
+    # sanitizer job's) reach the ranks only when exported.
+    exported = [a for name in SANITIZER_OPTIONS if name in os.environ
+                for a in ("--mpi-arg=-x", f"--mpi-arg={name}")]
+    args = [CLI, "run", "-np", str(np_), *placement, *cluster.ranktime_args(), *exported,
             *map(str, run_args), "--", *map(str, program)]
     return cluster.run(args, timeout=timeout, env=ENV, cwd=cwd)
 
