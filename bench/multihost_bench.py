@@ -54,9 +54,11 @@ def run_steps(cluster, build, args, algorithm):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_btl_vader_single_copy_mechanism="none")
     before = {h: sent_bytes(cluster, h) for h in cluster.names}
-    exported = [a for assignment in args.rank_env for a in ("--mpi-arg=-x", f"--mpi-arg={assignment}")]
+    exported = [a for assignment in args.rank_env
+                for a in ("--mpi-arg=-x", f"--mpi-arg={assignment}")]
     p = cluster.run([str(build / "ranktime"), "run", "-np", "4", "-H", cluster.host_list(),
-                     *cluster.ranktime_args(), *mca, *exported, "--peer-timeout-seconds", "600", "--",
+                     *cluster.ranktime_args(), *mca, *exported, "--peer-timeout-seconds", "600",
+                     "--",
                      str(build / "ranktime-synth"), "--workload", str(args.workload),
                      "--steps", str(args.steps), "--warmup", "1"],
                     env=env, timeout=1800)

@@ -29,7 +29,6 @@ import secrets
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -62,7 +61,8 @@ def mca_settings(net):
 
 
 def keepalive_settings():
-    """What `ranktime run` adds by itself when it names more than one host (mpirun needs them)."""
+    """What `ranktime run` adds by itself when it names more than one host (kMultiHostMca in
+    launcher/run_command.cc), for a bare mpirun."""
     return [("oob_tcp_keepalive_time", "5"), ("oob_tcp_keepalive_intvl", "2"),
             ("oob_tcp_keepalive_probes", "3")]
 
@@ -208,7 +208,7 @@ def cleanup_everything():
             launched.update({int(p): s for p, s in json.loads(state.read_text())["launched"]})
         except (OSError, ValueError, KeyError):
             pass
-    _end(launched, groups=True)  # mpirun and `ranktime run` first, so that they do not relaunch anything
+    _end(launched, groups=True)  # mpirun and `ranktime run` first: nothing relaunches after
     namespaces = _our_namespaces()
     in_namespaces = {}
     for ns in namespaces:
@@ -547,9 +547,10 @@ esac
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="cluster.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
+    helps = {"up": "bring a cluster up (until `down`)",
+             "run": "bring a cluster up, run CMD on it, bring it down"}
     for name in ("up", "run"):
-        p = sub.add_parser(name, help="bring a cluster up" + (" (until `down`)" if name == "up"
-                                                                else ", run CMD on it, bring it down"))
+        p = sub.add_parser(name, help=helps[name])
         p.add_argument("-n", "--hosts", type=int, default=2)
         p.add_argument("--slots", type=int, default=2)
         p.add_argument("--env", action="append", default=[], metavar="HOST:NAME=VALUE",
@@ -619,9 +620,12 @@ def print_status(c):
     print(f"hosts: {' '.join(f'{h}={c.address(h)}' for h in c.names)} (slots {c.slots})")
     print(f"hostfile: {c.hostfile}")
     print(f"agent: {c.agent}")
-    print("ranktime run -np N -H " + c.host_list() + " " + " ".join(map(shlex.quote, c.ranktime_args())) +
-          " -- PROGRAM")
+    options = " ".join(map(shlex.quote, c.ranktime_args()))
+    print(f"ranktime run -np N -H {c.host_list()} {options} -- PROGRAM")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (ClusterBusy, RuntimeError, ValueError) as e:
+        sys.exit(f"cluster.py: {e}")

@@ -48,7 +48,7 @@ def pytest_sessionstart(session):
 
 @pytest.fixture
 def cluster(request):
-    """Two hosts of two slots; @pytest.mark.cluster(hosts=..., slots=..., host_env=...) changes it."""
+    """Two hosts of two slots; @pytest.mark.cluster(hosts=.., slots=.., host_env=..) changes it."""
     marker = request.node.get_closest_marker("cluster")
     with Cluster(**(marker.kwargs if marker else {})) as c:
         yield c

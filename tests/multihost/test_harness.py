@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster import Cluster, HOSTS_FILE, PREFIX, cleanup_everything
+from cluster import Cluster, HOSTS_FILE, PREFIX
 from conftest import ENV, SYNTH, ranktime_run
 
 HERE = Path(__file__).resolve().parent
@@ -45,8 +45,9 @@ def test_shared_memory_inside_a_host_tcp_between_hosts(cluster, tmp_path):
     assert "--mca oob_tcp_keepalive_time 5" in p.stderr, p.stderr
     assert p.returncode == 0, p.stdout + p.stderr
     # [h0:1234] mca: bml: Using vader btl for send to [[9062,1],1] on node h0
-    choices = re.findall(r"^\[(h\d+):\d+\] mca: bml: Using (\w+) btl for send to \S+ on node (h\d+)",
-                         p.stdout + p.stderr, re.M)
+    choices = re.findall(
+        r"^\[(h\d+):\d+\] mca: bml: Using (\w+) btl for send to \S+ on node (h\d+)",
+        p.stdout + p.stderr, re.M)
     by_pair = {}
     for source, btl, target in choices:
         by_pair.setdefault((source, target), set()).add(btl)
