@@ -14,9 +14,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <variant>
 
 #include "core/settings.h"
@@ -142,6 +144,18 @@ void validate_number(const std::string& flag, const std::string& value, bool pos
   }
 }
 
+// --mca takes the next two arguments whatever they look like, so a forgotten value swallows the
+// next flag: a NAME must be an MCA parameter's name, and a VALUE is not a long flag.
+void validate_mca(const std::string& name, const std::string& value) {
+  bool name_ok = !name.empty();
+  for (char c : name)
+    name_ok = name_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!name_ok || value.rfind("--", 0) == 0) {
+    throw InputError{"--mca " + name + " " + value +
+                     ": expected --mca NAME VALUE, NAME an Open MPI parameter such as btl"};
+  }
+}
+
 // Slots of a single-host -H list ("node1:4" -> 4, "node1" -> 1); nullopt for several hosts.
 std::optional<int> single_host_slots(const std::string& hosts) {
   if (hosts.empty() || hosts.find(',') != std::string::npos) return std::nullopt;
@@ -152,6 +166,56 @@ std::optional<int> single_host_slots(const std::string& hosts) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+// Distinct host names in a -H list ("a:2,b:2,a" names two).
+int count_hosts(const std::string& hosts) {
+  std::set<std::string> names;
+  size_t pos = 0;
+  while (pos <= hosts.size()) {
+    size_t comma = hosts.find(',', pos);
+    std::string entry =
+        hosts.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!entry.empty()) names.insert(entry.substr(0, entry.rfind(':')));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return static_cast<int>(names.size());
+}
+
+// Distinct host names in an Open MPI hostfile: the first word of each line, '#' starts a comment.
+int count_hostfile_hosts(const std::string& path) {
+  std::ifstream in(path);
+  std::set<std::string> names;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::string name;
+    if (words >> name) names.insert(name);
+  }
+  return static_cast<int>(names.size());
+}
+
+// Across hosts, mpirun's daemons notice a silent peer (a pulled cable, a host that died) only
+// through TCP keepalive, and Open MPI's defaults (300 s idle, 9 probes 20 s apart) leave a job
+// hanging for minutes; these make it about 11 s (docs/multihost.md).
+const std::pair<const char*, const char*> kMultiHostMca[] = {
+    {"oob_tcp_keepalive_time", "5"},
+    {"oob_tcp_keepalive_intvl", "2"},
+    {"oob_tcp_keepalive_probes", "3"},
+};
+
+// Whether the user already set MCA parameter `name` (with --mca or --mpi-arg=--mca).
+bool user_sets_mca(const RunCommandOptions& o, const std::string& name) {
+  for (const auto& [given, value] : o.mca) {
+    if (given == name) return true;
+  }
+  for (size_t i = 0; i + 1 < o.mpi_args.size(); ++i) {
+    if ((o.mpi_args[i] == "--mca" || o.mpi_args[i] == "-mca") && o.mpi_args[i + 1] == name) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Signals to forward, delivered to the handler below.
@@ -282,6 +346,12 @@ MpirunPlan plan_mpirun(const RunCommandOptions& o, const std::string& mpirun,
   // The runtime's background thread and the user's threads must not share one bound core.
   plan.argv.push_back("--bind-to");
   plan.argv.push_back("none");
+  if (count_hosts(o.hosts) > 1 || host.hostfile_hosts > 1) {
+    for (const auto& [name, value] : kMultiHostMca) {
+      if (!user_sets_mca(o, name)) plan.argv.insert(plan.argv.end(), {"--mca", name, value});
+    }
+  }
+  for (const auto& [name, value] : o.mca) plan.argv.insert(plan.argv.end(), {"--mca", name, value});
   for (const auto& arg : o.mpi_args) plan.argv.push_back(arg);
 
   for (const Setting& s : settings()) {
@@ -318,6 +388,10 @@ CLI::App* add_run_command(CLI::App& app, RunCommandOptions* o) {
   cmd->add_flag("--oversubscribe", o->oversubscribe,
                 "let Open MPI run more ranks than slots (automatic on one host with more ranks "
                 "than cores)");
+  cmd->add_option("--mca", o->mca,
+                  "an Open MPI setting for mpirun: --mca NAME VALUE (repeat); with more than one "
+                  "host, oob_tcp_keepalive_* are set unless given here")
+      ->allow_extra_args(false);
   cmd->add_option("--mpi-arg", o->mpi_args,
                   "an argument for mpirun itself, as it is (repeat; write --mpi-arg=--mca)")
       ->allow_extra_args(false);
@@ -347,6 +421,7 @@ int run_run(RunCommandOptions& o) {
         }
       }
     }
+    for (const auto& [name, value] : o.mca) validate_mca(name, value);
     if (o.command.empty()) {
       throw InputError{"no program to run: ranktime run -np N [options] -- PROGRAM ARGS..."};
     }
@@ -376,6 +451,7 @@ int run_run(RunCommandOptions& o) {
   host.is_root = ::geteuid() == 0;
   long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   host.local_slots = cores > 0 ? static_cast<int>(cores) : 1;
+  if (!o.hostfile.empty()) host.hostfile_hosts = count_hostfile_hosts(o.hostfile);
   MpirunPlan plan = plan_mpirun(o, mpirun, timeline_path, host);
 
   if (o.dry_run) {

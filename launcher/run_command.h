@@ -20,6 +20,7 @@ struct RunCommandOptions {
   std::map<std::string, std::string> settings;
   std::string mpirun;  // --mpirun PATH
   bool oversubscribe = false;
+  std::vector<std::pair<std::string, std::string>> mca;  // --mca NAME VALUE, for mpirun
   std::vector<std::string> mpi_args;  // --mpi-arg=ARG, passed to mpirun as they are
   bool dry_run = false;
   bool verbose = false;
@@ -29,7 +30,8 @@ struct RunCommandOptions {
 // What the machine looks like, for the plan (passed in so tests see fixed values).
 struct HostFacts {
   bool is_root = false;
-  int local_slots = 1;  // cores of this host
+  int local_slots = 1;     // cores of this host
+  int hostfile_hosts = 0;  // distinct hosts that --hostfile names (read before planning)
 };
 
 // The exact process to start: argv[0] is mpirun's path; env is added to mpirun's environment.

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "ranktime/timeline/record.h"
+#include "ranktime/timeline/run_metadata.h"
 #include "ranktime/timeline/string_table.h"
-#include "ranktime/timeline/trace_writer.h"
 #include "text_buffer.h"
 
 namespace ranktime::timeline {

@@ -8,27 +8,13 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "ranktime/timeline/record.h"
+#include "ranktime/timeline/run_metadata.h"
 #include "ranktime/timeline/string_table.h"
 
 namespace ranktime::timeline {
-
-// What the file's run metadata says (written as `M` events on pid 0 when the file opens).
-struct RunMetadata {
-  int ranks = 1;
-  std::vector<std::string> hostnames;  // per rank
-  std::vector<int64_t> pids;           // per rank
-  int64_t start_time_since_epoch_us = 0;
-  int64_t start_ns = 0;  // rank 0's clock at the run start: timestamps are (ts_ns - start_ns)
-  std::vector<std::pair<std::string, std::string>> config;  // environment settings in force
-  std::vector<double> clock_offsets_us;      // per rank, rank clock minus rank 0 clock
-  std::vector<double> clock_uncertainty_us;  // per rank, half the best round trip
-  bool mark_cycles = false;
-  bool all_ranks = true;
-};
 
 struct TraceWriterOptions {
   std::string path;

@@ -1,0 +1,210 @@
+// What the timeline tests feed the formatter and the writer (Records, run metadata) and the
+// JSON they expect back, shared by the formatter tests and the writer tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ranktime/timeline/record.h"
+#include "ranktime/timeline/run_metadata.h"
+
+namespace ranktime::timeline::test {
+
+using nlohmann::json;
+
+// Rank 0's clock at the run start in two_rank_metadata() (and the formatter tests' start).
+inline constexpr int64_t kStartNs = 7'000'000'000;
+
+inline RunMetadata two_rank_metadata() {
+  RunMetadata m;
+  m.ranks = 2;
+  m.hostnames = {"n1", "n1"};
+  m.pids = {411, 412};
+  m.start_time_since_epoch_us = 1795000000000000;
+  m.start_ns = kStartNs;
+  m.config = {{"RANKTIME_CYCLE_TIME_MS", "5"}, {"TIMELINE_MARK_CYCLES", "0"}};
+  m.clock_offsets_us = {0, -0.4};
+  m.clock_uncertainty_us = {0, 1.1};
+  m.mark_cycles = false;
+  m.all_ranks = true;
+  return m;
+}
+
+// The events a file with two_rank_metadata() opens with: pid 0's names, then `ranktime_run`.
+inline std::vector<json> two_rank_metadata_events() {
+  return {
+      json::parse(R"({"name":"process_name","ph":"M","pid":0,"tid":0,
+                      "args":{"name":"ranktime"}})"),
+      json::parse(R"({"name":"process_sort_index","ph":"M","pid":0,"tid":0,
+                      "args":{"sort_index":-1}})"),
+      json::parse(R"({"name":"thread_name","ph":"M","pid":0,"tid":0,
+                      "args":{"name":"cycles"}})"),
+      json::parse(R"({"name":"ranktime_run","ph":"M","pid":0,"tid":0,"args":{
+          "ranks":2,"hostnames":["n1","n1"],"pids":[411,412],
+          "start_time_since_epoch_in_micros":1795000000000000,
+          "config":{"RANKTIME_CYCLE_TIME_MS":"5","TIMELINE_MARK_CYCLES":"0"},
+          "clock_offsets_us":[0,-0.4],"clock_uncertainty_us":[0,1.1],
+          "mark_cycles":false,"all_ranks":true}})"),
+  };
+}
+
+// The `ranktime_run_end` that closes a file of 5 events opened with two_rank_metadata().
+inline json two_rank_run_end_event() {
+  return json::parse(R"({"name":"ranktime_run_end","ph":"M","pid":0,"tid":0,
+      "args":{"events_written":5,"events_dropped":0,
+              "clock_offsets_us":[0,-0.4],"clock_uncertainty_us":[0,1.1]}})");
+}
+
+// Record builders; times are microseconds after the run start (converted to ns on rank 0's clock).
+inline int64_t at_us(double us) { return kStartNs + static_cast<int64_t>(us * 1000.0 + 0.5); }
+
+inline Record op_begin(uint32_t tensor, int16_t rank, int64_t ts_ns,
+                       Phase phase = Phase::kAllreduce, uint8_t dtype = 6,
+                       std::vector<int64_t> dims = {64, 64, 1, 1}, int64_t bytes = 16384,
+                       uint16_t fused = 1) {
+  Record r;
+  r.kind = RecordKind::kOpBegin;
+  r.tensor = tensor;
+  r.rank = rank;
+  r.ts_ns = ts_ns;
+  r.phase = phase;
+  r.args.op.dtype = dtype;
+  r.args.op.ndim = static_cast<uint8_t>(dims.size());
+  r.args.op.fused_tensors = fused;
+  r.args.op.bytes = bytes;
+  for (size_t d = 0; d < dims.size() && d < static_cast<size_t>(kMaxInlineDims); ++d) {
+    r.args.op.dims[d] = dims[d];
+  }
+  return r;
+}
+
+inline Record op_end(uint32_t tensor, int16_t rank, int64_t ts_ns, Phase phase = Phase::kAllreduce,
+                     uint32_t error_string = 0) {
+  Record r;
+  r.kind = RecordKind::kOpEnd;
+  r.tensor = tensor;
+  r.rank = rank;
+  r.ts_ns = ts_ns;
+  r.phase = phase;
+  r.args.op.error_string = error_string;
+  return r;
+}
+
+inline Record span(uint32_t tensor, int16_t rank, Phase phase, int64_t begin_ns, int64_t end_ns) {
+  Record r;
+  r.kind = RecordKind::kSpan;
+  r.tensor = tensor;
+  r.rank = rank;
+  r.phase = phase;
+  r.ts_ns = begin_ns;
+  r.end_ns = end_ns;
+  return r;
+}
+
+inline Record negotiate_begin(uint32_t tensor, int64_t ts_ns,
+                              Phase phase = Phase::kNegotiateAllreduce) {
+  Record r;
+  r.kind = RecordKind::kNegotiateBegin;
+  r.tensor = tensor;
+  r.ts_ns = ts_ns;
+  r.phase = phase;
+  return r;
+}
+
+inline Record tick(uint32_t tensor, int32_t rank, int64_t ts_ns, int64_t lag_ns) {
+  Record r;
+  r.kind = RecordKind::kTick;
+  r.tensor = tensor;
+  r.ts_ns = ts_ns;
+  r.args.tick.rank = rank;
+  r.args.tick.lag_ns = lag_ns;
+  return r;
+}
+
+inline Record negotiate_end(uint32_t tensor, int64_t ts_ns, int32_t last_rank, int64_t spread_ns,
+                            uint32_t error_string = 0, Phase phase = Phase::kNegotiateAllreduce) {
+  Record r;
+  r.kind = RecordKind::kNegotiateEnd;
+  r.tensor = tensor;
+  r.ts_ns = ts_ns;
+  r.phase = phase;
+  r.args.negotiate.last_rank = last_rank;
+  r.args.negotiate.spread_ns = spread_ns;
+  r.args.negotiate.error_string = error_string;
+  return r;
+}
+
+inline Record cycle(int64_t ts_ns, int64_t number) {
+  Record r;
+  r.kind = RecordKind::kCycle;
+  r.ts_ns = ts_ns;
+  r.args.cycle.cycle = number;
+  return r;
+}
+
+inline Record instant(int64_t ts_ns, uint32_t name, uint32_t message) {
+  Record r;
+  r.kind = RecordKind::kInstant;
+  r.ts_ns = ts_ns;
+  r.args.instant.name_string = name;
+  r.args.instant.message_string = message;
+  return r;
+}
+
+inline Record counter(int64_t ts_ns, uint32_t name, int32_t series, double value) {
+  Record r;
+  r.kind = RecordKind::kCounter;
+  r.ts_ns = ts_ns;
+  r.args.counter.name_string = name;
+  r.args.counter.series = series;
+  r.args.counter.value = value;
+  return r;
+}
+
+// Sub-phases as (phase, (begin ns, end ns)).
+using SpanList = std::vector<std::pair<Phase, std::pair<int64_t, int64_t>>>;
+
+// A fused batch on lane `rank`: its header, its sub-phases and one record per tensor.
+inline std::vector<Record> batch(int16_t rank, Phase phase, int64_t arrival_ns, int64_t start_ns,
+                                 int64_t end_ns, const SpanList& spans,
+                                 const std::vector<Record>& tensors, uint32_t error_string = 0) {
+  Record header = span(0, rank, phase, arrival_ns, end_ns);
+  header.kind = RecordKind::kBatch;
+  header.args.batch = {static_cast<uint16_t>(spans.size()), static_cast<uint16_t>(tensors.size()),
+                       error_string, start_ns};
+  std::vector<Record> records = {header};
+  for (const auto& [span_phase, times] : spans) {
+    records.push_back(span(0, rank, span_phase, times.first, times.second));
+    records.back().kind = RecordKind::kBatchSpan;
+  }
+  for (Record t : tensors) {
+    t.kind = RecordKind::kBatchTensor;
+    t.rank = rank;
+    t.ts_ns = 0;
+    records.push_back(t);
+  }
+  return records;
+}
+
+// JSON helpers over a parsed trace (a file's array, or the formatter's events).
+inline std::vector<json> events_other_than_metadata(const json& trace) {
+  std::vector<json> events;
+  for (const json& e : trace) {
+    if (e.at("ph") != "M") events.push_back(e);
+  }
+  return events;
+}
+
+inline std::vector<json> metadata_named(const json& trace, const std::string& name) {
+  std::vector<json> events;
+  for (const json& e : trace) {
+    if (e.at("ph") == "M" && e.at("name") == name) events.push_back(e);
+  }
+  return events;
+}
+
+}  // namespace ranktime::timeline::test
