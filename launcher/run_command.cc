@@ -346,6 +346,14 @@ MpirunPlan plan_mpirun(const RunCommandOptions& o, const std::string& mpirun,
   // The runtime's background thread and the user's threads must not share one bound core.
   plan.argv.push_back("--bind-to");
   plan.argv.push_back("none");
+  // Each rank keeps two threads busy (the user's and ranktime's background thread, which waits
+  // inside MPI's blocking collectives by spinning). When those outnumber this host's cores, a
+  // spinning rank takes the core the rank it waits for needs, and small collectives take
+  // milliseconds instead of microseconds (docs/benchmarks.md, DDP); yielding while idle avoids it.
+  if (o.hosts.empty() && o.hostfile.empty() && o.np > 1 && 2 * o.np > host.local_slots &&
+      !user_sets_mca(o, "mpi_yield_when_idle")) {
+    plan.argv.insert(plan.argv.end(), {"--mca", "mpi_yield_when_idle", "1"});
+  }
   if (count_hosts(o.hosts) > 1 || host.hostfile_hosts > 1) {
     for (const auto& [name, value] : kMultiHostMca) {
       if (!user_sets_mca(o, name)) plan.argv.insert(plan.argv.end(), {"--mca", name, value});

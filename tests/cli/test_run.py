@@ -183,6 +183,22 @@ RANKTIME_LOG_LEVEL=debug
 # command
 {MPIRUN} {ROOT} -np 3 -H localhost:2 --oversubscribe --bind-to none /bin/echo hi
 """),
+    # More busy threads than cores (two per rank, on any machine these tests run on): ranks yield
+    # while idle, unless the user says otherwise.
+    "many_ranks_yield": (["-np", "256"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+# command
+{MPIRUN} {ROOT} -np 256 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 /bin/echo hi
+"""),
+    "many_ranks_user_yield": (["-np", "256", "--mca", "mpi_yield_when_idle", "0"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+# command
+{MPIRUN} {ROOT} -np 256 --oversubscribe --bind-to none --mca mpi_yield_when_idle 0 /bin/echo hi
+"""),
     "hostfile": (["-np", "2", "--hostfile", "{DIR}/hosts"], """\
 # environment added for mpirun
 {ROOT_ENV}
