@@ -15,9 +15,13 @@ The bytes are also counted: tbf's "Sent" counters on both hosts' eth0, per step 
 and ranktime's own messages included, so slightly above the model). The payload bound adds TCP/IP
 and Ethernet headers: at MTU 1500 with TCP timestamps, 1448 payload bytes per 1514 on the wire.
 
+The host-aware allreduce (`--hierarchical-allreduce`: reduce inside each host, allreduce between
+the two hosts' first ranks, broadcast inside) also moves N each way, all of it in one call pair
+while the rest of each host waits; its row is the same bound against ranktime's own schedule.
+
 Needs root and `ip netns` (tests/multihost/cluster.py). Prints a table; asserts nothing.
 Usage: multihost_bench.py [BUILD_DIR] [--rate 1gbit] [--steps 5] [--algorithms]
-                          [--rank-env RANKTIME_ALLREDUCE_CHUNK=0]
+                          [--rank-env RANKTIME_ALLREDUCE_CHUNK=0] [--no-hierarchical]
 """
 import argparse
 import os
@@ -35,6 +39,7 @@ from cluster import Cluster, _rate_bits, unavailable_reason  # noqa: E402
 # across each way per step in units of N
 ALGORITHMS = [("default (Open MPI's choice)", None, 1.0), ("rabenseifner (forced)", 6, 1.0),
               ("ring (forced)", 4, 1.5), ("recursive doubling (forced)", 3, 2.0)]
+HIERARCHICAL = ("host-aware (ranktime)", None, 1.0)
 WIRE_EFFICIENCY = 1448 / 1514
 
 
@@ -46,8 +51,8 @@ def sent_bytes(cluster, host):
     return int(m.group(1)) if m else 0
 
 
-def run_steps(cluster, build, args, algorithm):
-    mca = []
+def run_steps(cluster, build, args, algorithm, run_flags=()):
+    mca = list(run_flags)
     if algorithm is not None:
         mca = ["--mca", "coll_tuned_use_dynamic_rules", "1",
                "--mca", "coll_tuned_allreduce_algorithm", str(algorithm)]
@@ -79,6 +84,8 @@ def main():
     ap.add_argument("--algorithms", action="store_true",
                     help="also force Rabenseifner, ring and recursive doubling")
     ap.add_argument("--no-unlimited", action="store_true", help="skip the run without a limit")
+    ap.add_argument("--no-hierarchical", action="store_true",
+                    help="skip the host-aware allreduce's row")
     ap.add_argument("--rank-env", action="append", default=[], metavar="NAME=VALUE",
                     help="a variable for every rank, e.g. RANKTIME_ALLREDUCE_CHUNK=0 (repeat)")
     args = ap.parse_args()
@@ -100,8 +107,11 @@ def main():
               f"{' '.join(args.rank_env)}\n")
         print(f"{'allreduce':30} {'model':>7} {'bound ms':>9} {'+headers':>9} {'median ms':>10} "
               f"{'ratio':>6} {'h0 sent/step':>13} {'h1 sent/step':>13}")
-        for name, number, across in ALGORITHMS if args.algorithms else ALGORITHMS[:1]:
-            median, fastest, total, crossed = run_steps(cluster, build, args, number)
+        rows = [(*row, ()) for row in (ALGORITHMS if args.algorithms else ALGORITHMS[:1])]
+        if not args.no_hierarchical:
+            rows.append((*HIERARCHICAL, ("--hierarchical-allreduce",)))
+        for name, number, across, flags in rows:
+            median, fastest, total, crossed = run_steps(cluster, build, args, number, flags)
             bound_ms = across * total / rate_bytes * 1000
             wire_ms = bound_ms / WIRE_EFFICIENCY
             print(f"{name:30} {across:>5.1f} N {bound_ms:>9.0f} {wire_ms:>9.0f} {median:>10.0f} "

@@ -32,6 +32,7 @@ constexpr const char* kPhaseNames[] = {
     "NCCL_REDUCE",
     "MEMCPY_IN_HOST_BUFFER",
     "MEMCPY_OUT_HOST_BUFFER",
+    "MPI_REDUCE",
 };
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::kCount),
               "every Phase needs a name");

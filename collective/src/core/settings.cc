@@ -126,8 +126,12 @@ std::vector<Setting> make_settings() {
       Setting("RANKTIME_TEST_CLOCK_SKEW_US", &Config::test_clock_skew_us, "0",
               "testing aid: shifts this process's clock")
           .at_least(INT64_MIN / 2, "an integer number of microseconds"),
+      // Across hosts, a flat allreduce sends each rank's share over the link; host-aware, only
+      // one leader per host does (docs/multihost.md).
       Setting("RANKTIME_HIERARCHICAL_ALLREDUCE", &Config::hierarchical_allreduce, "0",
-              "GPU path: allreduce within each node, then across nodes"),
+              "allreduce within each host, then across hosts (host memory: MPI reduce, leaders' "
+              "allreduce, broadcast; GPU: NCCL inside, MPI or NCCL across)")
+          .run_switch("--hierarchical-allreduce", "1", "allreduce within each host, then across"),
   };
 }
 

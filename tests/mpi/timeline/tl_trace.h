@@ -111,7 +111,8 @@ inline const std::set<std::string>& sub_phase_names() {
                                        "NCCL_REDUCESCATTER",
                                        "NCCL_REDUCE",
                                        "MEMCPY_IN_HOST_BUFFER",
-                                       "MEMCPY_OUT_HOST_BUFFER"};
+                                       "MEMCPY_OUT_HOST_BUFFER",
+                                       "MPI_REDUCE"};
   return s;
 }
 

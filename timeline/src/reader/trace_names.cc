@@ -12,7 +12,7 @@ namespace {
 constexpr std::array<Phase, 4> kOperations = {Phase::kAllreduce, Phase::kAllgather,
                                               Phase::kBroadcast, Phase::kBarrier};
 // In execution order (hierarchical stages included): the order tables list them in.
-constexpr std::array<Phase, 15> kSubphases = {
+constexpr std::array<Phase, 16> kSubphases = {
     Phase::kQueue,
     Phase::kWaitForData,
     Phase::kWaitForOtherTensorData,
@@ -20,6 +20,7 @@ constexpr std::array<Phase, 15> kSubphases = {
     Phase::kMemcpyInHostBuffer,
     Phase::kNcclReducescatter,
     Phase::kNcclReduce,
+    Phase::kMpiReduce,
     Phase::kMpiAllreduce,
     Phase::kMpiAllgather,
     Phase::kMpiBcast,

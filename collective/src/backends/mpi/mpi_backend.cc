@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstring>
 
+#include "core/log.h"
+
 namespace ranktime {
 namespace {
 
@@ -75,10 +77,20 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes)
+MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes, bool by_host)
     : comm_(comm), clock_(clock), chunk_bytes_(chunk_bytes) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
+  if (by_host) {
+    hosts_ = std::make_unique<HostGroups>(comm_);
+    if (!hosts_->worthwhile()) {
+      if (rank_ == 0) {
+        RANKTIME_LOG(kInfo, "host-aware allreduce off: " << hosts_->hosts() << " host(s) for "
+                                                         << size_ << " ranks");
+      }
+      hosts_.reset();
+    }
+  }
   MPI_Type_contiguous(2, MPI_BYTE, &half_type_);
   MPI_Type_commit(&half_type_);
   MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_type_);
@@ -105,7 +117,21 @@ uint8_t* MpiBackend::fusion_buffer(size_t bytes) {
   return fusion_.data();
 }
 
-int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op) {
+template <typename Call>
+int MpiBackend::in_chunks(void* data, int64_t n, size_t elem, Call call) const {
+  auto* p = static_cast<uint8_t*>(data);
+  int64_t chunk = INT_MAX / 2;
+  if (chunk_bytes_ > 0) {
+    chunk = std::min(chunk, std::max<int64_t>(1, chunk_bytes_ / static_cast<int64_t>(elem)));
+  }
+  for (int64_t done = 0; done < n; done += chunk) {
+    int rc = call(p + done * elem, static_cast<int>(std::min(chunk, n - done)));
+    if (rc != MPI_SUCCESS) return rc;
+  }
+  return MPI_SUCCESS;
+}
+
+int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log) {
   MPI_Datatype type;
   MPI_Op mpi_op = standard_op(op);
   switch (dtype) {
@@ -137,18 +163,42 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
       mpi_op = half_ops_[1][static_cast<int>(op)];
       break;
   }
-  auto* p = static_cast<uint8_t*>(data);
   const size_t elem = dtype_size(dtype);
-  int64_t chunk = INT_MAX / 2;
-  if (chunk_bytes_ > 0) {
-    chunk = std::min(chunk, std::max<int64_t>(1, chunk_bytes_ / static_cast<int64_t>(elem)));
+  const bool average = op == ReduceOp::kAverage;
+  auto allreduce_over = [&](MPI_Comm comm) {
+    return in_chunks(data, n, elem, [&](void* p, int count) {
+      return MPI_Allreduce(MPI_IN_PLACE, p, count, type, mpi_op, comm);
+    });
+  };
+  const int64_t t0 = clock_->now_ns();
+  if (!hosts_) {
+    int rc = n > 0 ? allreduce_over(comm_) : MPI_SUCCESS;
+    if (rc == MPI_SUCCESS && average) divide_in_place(data, n, dtype, size_);
+    log->add(Phase::kMpiAllreduce, t0, clock_->now_ns());
+    return rc;
   }
-  for (int64_t done = 0; done < n; done += chunk) {
-    int count = static_cast<int>(std::min(chunk, n - done));
-    int rc = MPI_Allreduce(MPI_IN_PLACE, p + done * elem, count, type, mpi_op, comm_);
+  // Host-aware: only the leaders' allreduce crosses hosts, once per host instead of once per rank.
+  if (n == 0) return MPI_SUCCESS;
+  const bool leader = hosts_->leader();
+  int rc = in_chunks(data, n, elem, [&](void* p, int count) {
+    return MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, count, type, mpi_op, 0,
+                      hosts_->host());
+  });
+  int64_t t1 = clock_->now_ns();
+  log->add(Phase::kMpiReduce, t0, t1);
+  if (rc != MPI_SUCCESS) return rc;
+  if (leader) {
+    rc = allreduce_over(hosts_->leaders());
+    if (rc == MPI_SUCCESS && average) divide_in_place(data, n, dtype, size_);
+    const int64_t t2 = clock_->now_ns();
+    log->add(Phase::kMpiAllreduce, t1, t2);
+    t1 = t2;
     if (rc != MPI_SUCCESS) return rc;
   }
-  return MPI_SUCCESS;
+  rc = in_chunks(data, n, elem,
+                 [&](void* p, int count) { return MPI_Bcast(p, count, type, 0, hosts_->host()); });
+  log->add(Phase::kMpiBcast, t1, clock_->now_ns());
+  return rc;
 }
 
 void MpiBackend::enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -187,15 +237,12 @@ Status MpiBackend::execute(const Response& response, const std::vector<TensorEnt
 Status MpiBackend::allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                              PhaseLog* log) {
   const DataType dtype = response.dtype;
-  const bool average = response.reduce_op == ReduceOp::kAverage;
+  const char* what =
+      hosts_ ? "host-aware allreduce (MPI_Reduce, MPI_Allreduce, MPI_Bcast)" : "MPI_Allreduce";
   if (entries.size() == 1) {
     const TensorView& v = entries[0]->view;
-    int64_t n = v.num_elements();
-    int64_t t0 = clock_->now_ns();
-    int rc = n > 0 ? reduce_in_place(v.data, n, dtype, response.reduce_op) : MPI_SUCCESS;
-    if (rc == MPI_SUCCESS && average) divide_in_place(v.data, n, dtype, size_);
-    log->add(Phase::kMpiAllreduce, t0, clock_->now_ns());
-    return mpi_status(rc, "MPI_Allreduce", response);
+    int rc = reduce_in_place(v.data, v.num_elements(), dtype, response.reduce_op, log);
+    return mpi_status(rc, what, response);
   }
   size_t total = fused_bytes(entries);
   int64_t t0 = clock_->now_ns();
@@ -204,11 +251,9 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
   int64_t t1 = clock_->now_ns();
   log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
   int64_t n = static_cast<int64_t>(total / dtype_size(dtype));
-  int rc = n > 0 ? reduce_in_place(buffer, n, dtype, response.reduce_op) : MPI_SUCCESS;
-  if (rc == MPI_SUCCESS && average) divide_in_place(buffer, n, dtype, size_);
+  int rc = reduce_in_place(buffer, n, dtype, response.reduce_op, log);
   int64_t t2 = clock_->now_ns();
-  log->add(Phase::kMpiAllreduce, t1, t2);
-  if (rc != MPI_SUCCESS) return mpi_status(rc, "MPI_Allreduce", response);
+  if (rc != MPI_SUCCESS) return mpi_status(rc, what, response);
   unpack(buffer, entries);
   log->add(Phase::kMemcpyOutFusionBuffer, t2, clock_->now_ns());
   return Status::Ok();

@@ -1,14 +1,17 @@
 // Executes responses on host memory over MPI: one collective per response, through a persistent
-// fusion buffer when the response holds several tensors, in place when it holds one. As a
-// Backend it finishes each response inside enqueue(); the GPU path's staging calls execute()
-// directly.
+// fusion buffer when the response holds several tensors, in place when it holds one; allreduces
+// host-aware when asked (reduce inside each host, allreduce among one leader per host, broadcast
+// inside). As a Backend it finishes each response inside enqueue(); the GPU path's staging calls
+// execute() directly.
 #pragma once
 
 #include <mpi.h>
 
+#include <memory>
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/mpi/host_groups.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/message.h"
@@ -20,7 +23,10 @@ namespace ranktime {
 class MpiBackend final : public Backend {
  public:
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
-  MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk);
+  // `by_host`: allreduce host-aware where the job spans several hosts, one with several ranks
+  // (collective over comm when true: every rank of comm must pass the same value).
+  MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
+             bool by_host = false);
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -43,9 +49,12 @@ class MpiBackend final : public Backend {
   Status allgather(const Response& response, TensorEntry* entry, PhaseLog* log);
   Status broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseLog* log);
-  // In-place allreduce of n elements, in calls of at most chunk_bytes_ (and of counts MPI's int
-  // can address).
-  int reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op);
+  // In-place allreduce of n elements (averaged when op is kAverage), in calls of at most
+  // chunk_bytes_ (and of counts MPI's int can address), recording its MPI sub-phases.
+  int reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log);
+  // Runs call(pointer, count) over n elements of `elem` bytes in chunks; the first error.
+  template <typename Call>
+  int in_chunks(void* data, int64_t n, size_t elem, Call call) const;
   uint8_t* fusion_buffer(size_t bytes);
 
   MPI_Comm comm_;
@@ -57,6 +66,7 @@ class MpiBackend final : public Backend {
   MPI_Datatype bfloat16_type_ = MPI_DATATYPE_NULL;
   // Custom ops for the 16-bit float types, indexed [dtype is bf16][ReduceOp].
   MPI_Op half_ops_[2][kNumReduceOps] = {};
+  std::unique_ptr<HostGroups> hosts_;  // set when allreducing host-aware
   std::vector<uint8_t> fusion_;
   Completion done_;  // what enqueue() finished (reused: its vectors keep their memory)
   bool done_waiting_ = false;

@@ -5,6 +5,7 @@
 
 #include "backends/factory.h"
 #include "backends/mpi/mpi_backend.h"
+#include "core/log.h"
 
 namespace ranktime {
 
@@ -35,7 +36,16 @@ MpiWorld::~MpiWorld() {
 }
 
 std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config& config) {
-  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk);
+  // Ranks that disagree would wait for each other in different collectives: all or none.
+  int asked[2] = {config.hierarchical_allreduce ? 1 : 0, config.hierarchical_allreduce ? 0 : 1};
+  MPI_Allreduce(MPI_IN_PLACE, asked, 2, MPI_INT, MPI_MAX, data_);
+  const bool by_host = asked[0] == 1 && asked[1] == 0;
+  if (asked[0] == 1 && asked[1] == 1 && placement_.rank == 0) {
+    RANKTIME_LOG(kWarning,
+                 "RANKTIME_HIERARCHICAL_ALLREDUCE differs between ranks: every rank "
+                 "allreduces flat");
+  }
+  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk, by_host);
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,

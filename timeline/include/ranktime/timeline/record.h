@@ -37,6 +37,7 @@ enum class Phase : uint8_t {
   kNcclReduce,
   kMemcpyInHostBuffer,
   kMemcpyOutHostBuffer,
+  kMpiReduce,  // host-aware allreduce: the reduction inside a host
   kCount
 };
 
