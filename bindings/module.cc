@@ -113,6 +113,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("size", &size);
   m.def("local_rank", &local_rank);
   m.def("local_size", &local_size);
+  m.def("cross_rank", &cross_rank);
+  m.def("cross_size", &cross_size);
   m.def("barrier", [] {
     Status status;
     {

@@ -15,7 +15,8 @@ from ._collectives import (Handle, allgather, allgather_async, allreduce, allred
                            allreduce_async, allreduce_async_, broadcast, broadcast_,
                            broadcast_async, broadcast_async_, poll, synchronize)
 from ._core import (Average, Max, Min, Product, RankLateness, RanktimeError, ReduceOp, Sum,
-                    is_initialized, lateness, local_rank, local_size, rank, shutdown, size)
+                    cross_rank, cross_size, is_initialized, lateness, local_rank, local_size, rank,
+                    shutdown, size)
 from ._timeline import start_timeline, stop_timeline, timeline
 
 RanktimeError.__module__ = "ranktime"
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+    "cross_rank", "cross_size",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "allgather", "allgather_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",

@@ -29,6 +29,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -430,8 +431,21 @@ class Cluster:
         """A pulled cable: the bridge side of the host's veth goes down."""
         _ip("link", "set", self.veth(host), "down")
 
-    def heal(self, host):
+    def heal(self, host, wait_s=60):
+        """The cable back in; returns once the host answers (a busy machine can take seconds to
+        bring the link up, and a launch's probe would find the host still unreachable)."""
         _ip("link", "set", self.veth(host), "up")
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                socket.create_connection((self.address(host), 9), timeout=1).close()
+                return
+            except ConnectionRefusedError:
+                return  # the host's kernel answered: reachable
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{host} still unreachable {wait_s} s after heal")
+                time.sleep(0.1)
 
     def rate(self, host, rate="1gbit"):
         """A slow link: tbf at `rate` on both ends of the host's veth (each shapes what it sends).

@@ -1,6 +1,7 @@
 """Training jobs across emulated hosts with `ranktime run -H`: results verified, timeline on, the
 trace valid and naming every rank's host."""
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +25,33 @@ def test_resnet50_on_two_hosts_of_two_ranks(cluster, tmp_path):
     assert "--mca oob_tcp_keepalive_time 5" in p.stderr, p.stderr
     check_trace(tmp_path / "t.json")
     assert run_metadata(tmp_path / "t.json")["hostnames"] == ["h0", "h0", "h1", "h1"]
+
+
+PLACEMENT = """
+import ranktime
+ranktime.init()
+print("placement", ranktime.rank(), ranktime.local_rank(), ranktime.local_size(),
+      ranktime.cross_rank(), ranktime.cross_size(), flush=True)
+ranktime.shutdown()
+"""
+
+
+@pytest.mark.parametrize("hosts, expected", [
+    # rank: (local_rank, local_size, cross_rank, cross_size)
+    ("h0:2,h1:2", {0: (0, 2, 0, 2), 1: (1, 2, 0, 2), 2: (0, 2, 1, 2), 3: (1, 2, 1, 2)}),
+    ("h0:3,h1:1", {0: (0, 3, 0, 2), 1: (1, 3, 0, 1), 2: (2, 3, 0, 1), 3: (0, 1, 1, 2)}),
+], ids=["2+2", "3+1"])
+def test_placement_from_the_hosts(cluster, tmp_path, hosts, expected):
+    script = tmp_path / "placement.py"
+    script.write_text(PLACEMENT)
+    python_dir = Path(CLI).parent / "python"
+    p = ranktime_run(cluster, 4, ["/usr/bin/python3", script],
+                     "--mpi-arg=-x", f"--mpi-arg=PYTHONPATH={python_dir}",
+                     placement=["-H", hosts], cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    seen = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("placement "):
+            rank, *rest = map(int, line.split()[1:])
+            seen[rank] = tuple(rest)
+    assert seen == expected, p.stdout

@@ -107,8 +107,12 @@ bool is_initialized();
 
 int rank();
 int size();
-int local_rank();
+int local_rank();  // among the ranks on this host
 int local_size();
+// Among the ranks with this local rank (one per host): with as many ranks on every host, this
+// host's index and the number of hosts.
+int cross_rank();
+int cross_size();
 
 // In place: `tensor` holds the reduction of every rank's tensor when the handle completes.
 Handle allreduce_async(const TensorView& tensor, const std::string& name,

@@ -110,6 +110,8 @@ int rank() { return runtime("rank()").rank(); }
 int size() { return runtime("size()").size(); }
 int local_rank() { return runtime("local_rank()").local_rank(); }
 int local_size() { return runtime("local_size()").local_size(); }
+int cross_rank() { return runtime("cross_rank()").cross_rank(); }
+int cross_size() { return runtime("cross_size()").cross_size(); }
 
 Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op) {
   return runtime("allreduce_async()").submit(OpType::kAllreduce, tensor, name, op);

@@ -49,6 +49,8 @@ class Runtime {
   int size() const { return placement_.size; }
   int local_rank() const { return placement_.local_rank; }
   int local_size() const { return placement_.local_size; }
+  int cross_rank() const { return placement_.cross_rank; }
+  int cross_size() const { return placement_.cross_size; }
 
   // Queues one request; never blocks on the network.
   Handle submit(OpType op, const TensorView& view, const std::string& name,

@@ -18,6 +18,9 @@ namespace ranktime {
 struct Placement {
   int rank = 0, size = 1;
   int local_rank = 0, local_size = 1;  // among the ranks on this host
+  // Among the ranks with this local rank, one per host (Horovod's cross_rank and cross_size):
+  // with the same number of ranks on every host, the host's index and the number of hosts.
+  int cross_rank = 0, cross_size = 1;
   std::string hostname;
   int64_t pid = 0;
 };

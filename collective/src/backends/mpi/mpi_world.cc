@@ -20,6 +20,11 @@ MpiWorld::MpiWorld() {
   MPI_Comm_rank(local, &p.local_rank);
   MPI_Comm_size(local, &p.local_size);
   MPI_Comm_free(&local);
+  MPI_Comm cross;
+  MPI_Comm_split(control_, p.local_rank, p.rank, &cross);
+  MPI_Comm_rank(cross, &p.cross_rank);
+  MPI_Comm_size(cross, &p.cross_size);
+  MPI_Comm_free(&cross);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   p.hostname = host;
