@@ -62,7 +62,9 @@ def _resolve_op(op, average):
     return op
 
 
-def _check_dense(tensor):
+def _check(tensor, process_set):
+    """What every collective checks first: the process set, and that `tensor` is dense."""
+    _check_process_set(process_set)
     if isinstance(tensor, torch.Tensor) and tensor.layout != torch.strided:
         raise ValueError(
             "ranktime: %s tensors are not supported by the collectives; pass tensor.to_dense() "
@@ -109,17 +111,15 @@ class Compression:
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
-    return _collectives.allreduce_async(tensor, name, _resolve_op(op, average), prescale_factor,
-                                        postscale_factor)
+    _check(tensor, process_set)
+    return _collectives.allreduce_async(tensor, name, _resolve_op(op, average),
+                                        prescale_factor, postscale_factor)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
+    _check(tensor, process_set)
     return _collectives.allreduce_async_(tensor, name, _resolve_op(op, average), prescale_factor,
                                          postscale_factor)
 
@@ -157,8 +157,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """Returns the reduction (default: the average) of `tensor` over all ranks, as a new tensor;
     gradients flow through it. `compression` applies to what is sent (Compression.fp16: float
     tensors travel as float16)."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
+    _check(tensor, process_set)
     op = _resolve_op(op, average)
     compressed, ctx = compression.compress(tensor)
     reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
@@ -169,8 +168,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's `tensor` along dimension 0; returns a Handle."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
+    _check(tensor, process_set)
     return _collectives.allgather_async(tensor, name)
 
 
@@ -196,8 +194,7 @@ class _Allgather(torch.autograd.Function):
 def allgather(tensor, name=None, process_set=global_process_set):
     """Returns every rank's `tensor` concatenated along dimension 0, in rank order; gradients
     flow through it."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
+    _check(tensor, process_set)
     return _Allgather.apply(tensor, name)
 
 
@@ -205,15 +202,13 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
+    _check(tensor, process_set)
     return _collectives.broadcast_async(tensor, root_rank, name)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts overwriting `tensor` with root_rank's in place; the handle's result is `tensor`."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
+    _check(tensor, process_set)
     return _collectives.broadcast_async_(tensor, root_rank, name)
 
 
@@ -243,8 +238,7 @@ class _Broadcast(torch.autograd.Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's `tensor` on every rank, as a new tensor; gradients flow through it."""
-    _check_process_set(process_set)
-    _check_dense(tensor)
+    _check(tensor, process_set)
     return _Broadcast.apply(tensor, root_rank, name)
 
 

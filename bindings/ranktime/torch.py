@@ -27,7 +27,8 @@ from ._core import (NameInFlightError, RanktimeError, is_initialized, local_rank
                     rank, size)
 from ._timeline import start_timeline, stop_timeline
 from ._torch_ops import *  # noqa: F401,F403 (the collectives, Horovod-shaped)
-from ._torch_ops import Average, Compression, _check_process_set, _resolve_op, global_process_set
+from ._torch_ops import (Average, Compression, _check_process_set, _resolve_op, broadcast_object,
+                         global_process_set)
 from . import barrier, init, shutdown
 
 HorovodInternalError = RanktimeError  # Horovod's name for a failed collective

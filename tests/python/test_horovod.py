@@ -263,6 +263,7 @@ def test_sparse_gradient_needs_sparse_as_dense():
                                          named_parameters=[("sparse.refused", model.weight)])
     with pytest.raises(ValueError, match="sparse_as_dense=True"):
         model(torch.tensor([ranktime.rank() % 10])).sum().backward()
+    assert not optimizer._handles  # nothing was submitted
     with pytest.raises(ValueError, match="sparse_coo tensors are not supported"):
         hvd.allreduce(torch.eye(3).to_sparse())
 
