@@ -38,7 +38,8 @@ __all__ = _torch_ops.__all__ + [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "barrier", "synchronize", "poll", "Handle", "start_timeline", "stop_timeline",
     "RanktimeError", "HorovodInternalError", "NameInFlightError",
-    "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled",
+    "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built",
+    "rocm_built",
 ]
 
 
@@ -55,6 +56,18 @@ def gloo_built():
 
 
 def gloo_enabled():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def rocm_built():
     return False
 
 
@@ -332,7 +345,8 @@ def _initialize_state(optimizer):
             if p.requires_grad:
                 saved[p] = p.grad
                 p.grad = torch.zeros_like(p)
-    distributed = type(optimizer).__dict__.get("step") is _DistributedOptimizer.step
+    # (torch may wrap the class's step() for its profiler: look for another of our methods)
+    distributed = "_allreduce_gradient" in type(optimizer).__dict__
     step = super(optimizer.__class__, optimizer).step if distributed else optimizer.step
     try:
         step()

@@ -51,7 +51,8 @@ HOROVOD_SIGNATURES = {
 HOROVOD_NAMES = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
                  "barrier", "start_timeline", "stop_timeline", "Average", "Sum", "Adasum", "Min",
                  "Max", "Product", "Compression", "HorovodInternalError", "global_process_set",
-                 "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled"]
+                 "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built",
+                 "ddl_built", "rocm_built"]
 
 
 def describe(function):
@@ -304,6 +305,27 @@ def test_broadcast_optimizer_state_initialises_a_new_optimizer():
     assert len(state) == 2 and all("momentum_buffer" in s for s in state.values())
     assert all(torch.equal(a, b.detach()) for a, b in zip(before, model.parameters()))
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_broadcast_optimizer_state_initialises_locally_in_a_distributed_optimizer():
+    """Only root has state; the others' initialising step must not reduce gradients."""
+    faulthandler.dump_traceback_later(60, exit=True)
+    try:
+        model = nn.Linear(3, 2)
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        if ranktime.rank() == 0:
+            model(torch.ones(1, 3)).sum().backward()
+            optimizer.step()  # local: root's momentum buffers
+        optimizer = hvd.DistributedOptimizer(optimizer,
+                                             named_parameters=model.named_parameters())
+        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        buffers = torch.cat([s["momentum_buffer"].reshape(-1)
+                             for s in optimizer.state_dict()["state"].values()])
+        assert torch.equal(hvd.broadcast(buffers, 0, name="momentum"), buffers)
+        assert not optimizer._handles
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 def test_allgather_object():
