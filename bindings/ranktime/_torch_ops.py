@@ -68,8 +68,7 @@ def _check(tensor, process_set):
     if isinstance(tensor, torch.Tensor) and tensor.layout != torch.strided:
         raise ValueError(
             "ranktime: %s tensors are not supported by the collectives; pass tensor.to_dense() "
-            "(DistributedOptimizer: sparse_as_dense=True)" % str(tensor.layout).replace(
-                "torch.", ""))
+            "or use sparse_allreduce_async" % str(tensor.layout).replace("torch.", ""))
 
 
 # --- compression -------------------------------------------------------------------------------
@@ -162,6 +161,40 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     compressed, ctx = compression.compress(tensor)
     reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
     return compression.decompress(reduced, ctx)
+
+
+class _SparseHandle:
+    """sparse_allreduce_async's handle: call it (as in Horovod) or wait() for the result."""
+
+    def __init__(self, tensor, name, op):
+        self._shape, self._op = tensor.shape, op
+        # Rows of indices, so that allgather's concatenation along dimension 0 joins them.
+        self._indices = _collectives.allgather_async(
+            tensor._indices().transpose(0, 1).contiguous(), name + ".indices")
+        self._values = _collectives.allgather_async(tensor._values(), name + ".values")
+
+    def wait(self):
+        values = self._values.wait()
+        indices = self._indices.wait()
+        if self._op is Average:
+            values = values / _core.size()
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, self._shape)
+
+    __call__ = wait
+
+    def done(self):
+        return self._indices.done() and self._values.done()
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Sums (op=Sum) or averages (op=Average) a sparse COO tensor over all ranks, as Horovod:
+    two allgathers, ``allgather.<name>.indices`` and ``allgather.<name>.values``; the result
+    (from ``handle()`` or ``handle.wait()``) is uncoalesced."""
+    _check_process_set(process_set)
+    if op is not Sum and op is not Average:
+        raise ValueError("ranktime: sparse_allreduce_async supports Sum and Average, not %r"
+                         % (op,))
+    return _SparseHandle(tensor, name, op)
 
 
 # --- allgather ---------------------------------------------------------------------------------
@@ -284,7 +317,7 @@ def broadcast_object(obj, root_rank=0, name=None):
 
 __all__ = [
     "Adasum", "Average", "Compression", "Max", "Min", "Product", "Sum", "global_process_set",
-    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "sparse_allreduce_async",
     "allgather", "allgather_async", "allgather_object",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
 ]

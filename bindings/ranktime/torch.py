@@ -113,12 +113,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_gradient(self, p):
         grad = p.grad
-        if grad.layout != torch.strided:
+        if grad.is_sparse:
             if not self._sparse_as_dense:
-                raise ValueError(
-                    "ranktime: the gradient of %s is %s; ranktime reduces dense gradients only: "
-                    "pass sparse_as_dense=True to DistributedOptimizer" % (
-                        self._names[p], str(grad.layout).replace("torch.", "")))
+                return _GradientHandle(_torch_ops.sparse_allreduce_async(
+                    grad, self._names[p], self._op), p, Compression.none, None)
             grad = grad.to_dense()
         compressed, ctx = self._compression.compress(grad)
         handle = _collectives.allreduce_async_(compressed, self._names[p], self._op, *self._scale)
@@ -173,7 +171,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
 
 class _GradientHandle:
-    """A compressed or densified gradient's allreduce: wait() writes the result into p.grad."""
+    """A compressed, densified or sparse gradient's reduction: wait() puts the result in
+    p.grad."""
 
     def __init__(self, handle, p, compression, ctx):
         self._handle, self._p, self._compression, self._ctx = handle, p, compression, ctx
@@ -181,7 +180,9 @@ class _GradientHandle:
     def wait(self):
         reduced = self._compression.decompress(self._handle.wait(), self._ctx)
         grad = self._p.grad
-        if grad.layout != torch.strided:
+        if reduced.is_sparse:
+            self._p.grad = reduced
+        elif grad.is_sparse:
             self._p.grad = reduced.to_sparse(grad.sparse_dim()).to(grad.dtype)
         else:
             with torch.no_grad():
@@ -206,7 +207,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     compression, gradient_predivide_factor, sparse_as_dense: as in Horovod (Compression.fp16
         sends float gradients as float16; an average is split into a prescale by
         1/gradient_predivide_factor and a postscale by it; sparse gradients are reduced dense
-        with sparse_as_dense=True and refused otherwise).
+        with sparse_as_dense=True, otherwise by sparse_allreduce_async).
     num_groups, groups: accepted for Horovod's signature; ranktime fuses by its own rules.
     """
     if backward_passes_per_step < 1:

@@ -258,25 +258,40 @@ def sparse_model():
     return embedding
 
 
-def test_sparse_gradient_needs_sparse_as_dense():
-    model = sparse_model()
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
-                                         named_parameters=[("sparse.refused", model.weight)])
-    with pytest.raises(ValueError, match="sparse_as_dense=True"):
-        model(torch.tensor([ranktime.rank() % 10])).sum().backward()
-    assert not optimizer._handles  # nothing was submitted
+def test_sparse_tensors_to_dense_collectives_raise():
     with pytest.raises(ValueError, match="sparse_coo tensors are not supported"):
         hvd.allreduce(torch.eye(3).to_sparse())
+    with pytest.raises(ValueError, match="supports Sum and Average"):
+        hvd.sparse_allreduce_async(torch.eye(3).to_sparse(), "sparse.max", hvd.Max)
 
 
-def test_sparse_as_dense_reduces_the_dense_gradient():
+@pytest.mark.parametrize("op", ["Sum", "Average"])
+def test_sparse_allreduce_async_matches_the_dense_reduction(op):
+    n, r = ranktime.size(), ranktime.rank()
+    dense = torch.zeros(5 + n, 3, dtype=torch.float64)
+    dense[r] = r + 1.0
+    dense[n + 2] = 0.5  # every rank: rows that overlap are summed
+    handle = hvd.sparse_allreduce_async(dense.to_sparse(), "sparse." + op, getattr(hvd, op))
+    expected = torch.zeros_like(dense)
+    for q in range(n):
+        expected[q] = q + 1.0
+    expected[n + 2] = 0.5 * n
+    if op == "Average":
+        expected /= n
+    assert torch.equal(handle().to_dense(), expected)
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_gradients_in_the_optimizer(sparse_as_dense):
     n = ranktime.size()
     model = sparse_model()
     optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
-                                         named_parameters=[("sparse.dense", model.weight)],
-                                         sparse_as_dense=True)
+                                         named_parameters=[("sparse.%s" % sparse_as_dense,
+                                                            model.weight)],
+                                         sparse_as_dense=sparse_as_dense)
     model(torch.tensor([ranktime.rank() % 10])).sum().backward()
     optimizer.step()
+    assert model.weight.grad.is_sparse
     expected = torch.arange(30, dtype=torch.float32).reshape(10, 3)
     for r in range(n):
         expected[r % 10] -= 1.0 / n
