@@ -339,21 +339,14 @@ def broadcast_optimizer_state(optimizer, root_rank=0, model=None):
 def _initialize_state(optimizer):
     """As Horovod: a step with zero gradients creates a new optimizer's state (momentum
     buffers, ...), so that every rank has tensors to receive root's into. Local only: the
-    wrapped class's step, not DistributedOptimizer's. The gradients are restored afterwards."""
-    saved = {}
+    wrapped class's step, not DistributedOptimizer's. The zero gradients stay, as in Horovod."""
     for group in optimizer.param_groups:
         for p in group["params"]:
             if p.requires_grad:
-                saved[p] = p.grad
                 p.grad = torch.zeros_like(p)
     # (torch may wrap the class's step() for its profiler: look for another of our methods)
     distributed = "_allreduce_gradient" in type(optimizer).__dict__
-    step = super(optimizer.__class__, optimizer).step if distributed else optimizer.step
-    try:
-        step()
-    finally:
-        for p, grad in saved.items():
-            p.grad = grad
+    (super(optimizer.__class__, optimizer).step if distributed else optimizer.step)()
 
 
 _distributed.register()

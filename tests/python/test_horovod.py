@@ -319,7 +319,7 @@ def test_broadcast_optimizer_state_initialises_a_new_optimizer():
     state = optimizer.state_dict()["state"]
     assert len(state) == 2 and all("momentum_buffer" in s for s in state.values())
     assert all(torch.equal(a, b.detach()) for a, b in zip(before, model.parameters()))
-    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(p.grad, torch.zeros_like(p)) for p in model.parameters())
 
 
 def test_broadcast_optimizer_state_initialises_locally_in_a_distributed_optimizer():
