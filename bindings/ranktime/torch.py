@@ -87,6 +87,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._parameters = [p for group in self.param_groups for p in group["params"]
                             if p.requires_grad]
         self._names = _parameter_names(self.param_groups, named_parameters)
+        self._parameter_names = self._names  # Horovod's attribute name, which scripts read
         self._handles = {}  # parameter -> Handle of its gradient's allreduce, this step
         self._passes_left = {p: backward_passes_per_step for p in self._parameters}
         self._synchronized = False
