@@ -17,6 +17,13 @@ void ThrowIfFailed(const Status& status) {
   if (!status.ok()) throw Error(status.message());
 }
 
+// A submission refused because its name is in flight: Python's NameInFlightError, both a
+// RanktimeError and (as in Horovod) a ValueError, raised by the submitting call.
+class NameInFlightError : public Error {
+ public:
+  using Error::Error;
+};
+
 // One submitted operation: the runtime's handle and the caller's tensor, whose memory the
 // runtime reads and writes until the handle completes.
 class Operation {
@@ -80,6 +87,14 @@ TensorView WithReadyEvent(TensorView view, uintptr_t ready_event) {
   return view;
 }
 
+std::unique_ptr<Operation> Start(Handle handle, ImportedTensor imported, py::object keep_alive) {
+  if (handle.ready()) {
+    Status status = handle.wait();  // completed at submission: does not block
+    if (status.name_in_flight()) throw NameInFlightError(status.message());
+  }
+  return std::make_unique<Operation>(std::move(handle), std::move(imported), std::move(keep_alive));
+}
+
 }  // namespace
 }  // namespace ranktime::python
 
@@ -89,7 +104,9 @@ PYBIND11_MODULE(_core, m) {
 
   m.doc() = "ranktime's C++ runtime; use the `ranktime` package rather than this module.";
 
-  py::register_exception<Error>(m, "RanktimeError", PyExc_RuntimeError);
+  auto& ranktime_error = py::register_exception<Error>(m, "RanktimeError", PyExc_RuntimeError);
+  py::register_exception<NameInFlightError>(
+      m, "NameInFlightError", py::make_tuple(ranktime_error, py::handle(PyExc_ValueError)));
 
   py::enum_<ReduceOp>(m, "ReduceOp", "Reduction applied by allreduce.")
       .value("Sum", ReduceOp::kSum)
@@ -178,8 +195,7 @@ PYBIND11_MODULE(_core, m) {
          py::object keep_alive) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/true);
         Handle handle = allreduce_async(WithReadyEvent(imported.view(), ready_event), name, op);
-        return std::make_unique<Operation>(std::move(handle), std::move(imported),
-                                           std::move(keep_alive));
+        return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("name"), py::arg("op") = ReduceOp::kSum,
       py::arg("ready_event") = 0, py::arg("keep_alive") = py::none());
@@ -188,8 +204,7 @@ PYBIND11_MODULE(_core, m) {
       [](py::handle tensor, const std::string& name, uintptr_t ready_event, py::object keep_alive) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/false);
         Handle handle = allgather_async(WithReadyEvent(imported.view(), ready_event), name);
-        return std::make_unique<Operation>(std::move(handle), std::move(imported),
-                                           std::move(keep_alive));
+        return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("name"), py::arg("ready_event") = 0,
       py::arg("keep_alive") = py::none());
@@ -200,8 +215,7 @@ PYBIND11_MODULE(_core, m) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/true);
         Handle handle =
             broadcast_async(WithReadyEvent(imported.view(), ready_event), root_rank, name);
-        return std::make_unique<Operation>(std::move(handle), std::move(imported),
-                                           std::move(keep_alive));
+        return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("root_rank"), py::arg("name"), py::arg("ready_event") = 0,
       py::arg("keep_alive") = py::none());

@@ -59,6 +59,7 @@ std::optional<DataType> DtypeFromFormat(std::string format, size_t itemsize) {
     case 'q':
     case 'n':
       if (itemsize == 1) return DataType::kInt8;
+      if (itemsize == 2) return DataType::kInt16;
       if (itemsize == 4) return DataType::kInt32;
       if (itemsize == 8) return DataType::kInt64;
       return std::nullopt;
@@ -87,6 +88,7 @@ std::optional<DataType> DtypeFromDLPack(DLDataType type) {
       return type.bits == 8 ? std::optional(DataType::kUInt8) : std::nullopt;
     case kDLInt:
       if (type.bits == 8) return DataType::kInt8;
+      if (type.bits == 16) return DataType::kInt16;
       if (type.bits == 32) return DataType::kInt32;
       if (type.bits == 64) return DataType::kInt64;
       return std::nullopt;

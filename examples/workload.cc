@@ -63,6 +63,8 @@ double element(const uint8_t* p, DataType dtype) {
       return *p;
     case DataType::kInt8:
       return *reinterpret_cast<const int8_t*>(p);
+    case DataType::kInt16:
+      return *reinterpret_cast<const int16_t*>(p);
     case DataType::kInt32:
       return *reinterpret_cast<const int32_t*>(p);
     case DataType::kInt64:
@@ -86,6 +88,9 @@ void set_element(double v, uint8_t* p, DataType dtype) {
       break;
     case DataType::kInt8:
       *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v);
+      break;
+    case DataType::kInt16:
+      *reinterpret_cast<int16_t*>(p) = static_cast<int16_t>(v);
       break;
     case DataType::kInt32:
       *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);

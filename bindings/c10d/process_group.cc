@@ -25,6 +25,8 @@ DataType to_ranktime(at::ScalarType type, const char* call) {
       return DataType::kUInt8;
     case at::kChar:
       return DataType::kInt8;
+    case at::kShort:
+      return DataType::kInt16;
     case at::kInt:
       return DataType::kInt32;
     case at::kLong:
@@ -39,8 +41,8 @@ DataType to_ranktime(at::ScalarType type, const char* call) {
       return DataType::kFloat64;
     default:
       TORCH_CHECK(false, "ranktime: ", call, ": element type ", torch_dtype_name(type),
-                  " is not supported (uint8, int8, int32, int64, float16, bfloat16, float32, "
-                  "float64 are)");
+                  " is not supported (uint8, int8, int16, int32, int64, float16, bfloat16, "
+                  "float32, float64 are)");
   }
 }
 

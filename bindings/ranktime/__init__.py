@@ -10,17 +10,18 @@ Run under ``ranktime run -np N python3 script.py`` (or mpirun). See docs/python.
 
 import atexit as _atexit
 
-from . import _core
+from . import _collectives, _core
 from ._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_,
                            allreduce_async, allreduce_async_, broadcast, broadcast_,
                            broadcast_async, broadcast_async_, poll, synchronize)
-from ._core import (Average, Max, Min, Product, RankLateness, RanktimeError, ReduceOp, Sum,
-                    cross_rank, cross_size, is_initialized, lateness, local_rank, local_size, rank,
-                    shutdown, size)
+from ._core import (Average, Max, Min, NameInFlightError, Product, RankLateness, RanktimeError,
+                    ReduceOp, Sum, cross_rank, cross_size, is_initialized, lateness, local_rank,
+                    local_size, rank, size)
 from ._timeline import start_timeline, stop_timeline, timeline
 
 RanktimeError.__module__ = "ranktime"
 RankLateness.__module__ = "ranktime"
+NameInFlightError.__module__ = "ranktime"
 __version__ = "0.1.0"
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "allgather", "allgather_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
-    "synchronize", "poll", "barrier", "Handle", "RanktimeError",
+    "synchronize", "poll", "barrier", "Handle", "RanktimeError", "NameInFlightError",
     "ReduceOp", "Sum", "Average", "Min", "Max", "Product",
     "start_timeline", "stop_timeline", "timeline", "lateness", "RankLateness",
 ]
@@ -43,6 +44,12 @@ def init():
     _core.init()
 
 
+def shutdown():
+    """Stops the runtime on every rank; pending operations fail. init() may be called again."""
+    _core.shutdown()
+    _collectives._free_orphans()  # every operation has completed now
+
+
 def barrier():
     """Blocks until every rank has called barrier()."""
     _core.barrier()
@@ -52,4 +59,4 @@ def barrier():
 def _shutdown_at_exit():
     # Leaving without shutdown() would leave the background thread and MPI running.
     if _core.is_initialized():
-        _core.shutdown()
+        shutdown()

@@ -15,8 +15,9 @@ class Handle:
     """A pending collective. ``wait()`` returns its result; ``done()`` says whether it completed.
 
     Waiting releases the GIL. A failed operation raises RanktimeError with the runtime's message,
-    from every ``wait()`` on the handle. Dropping a pending handle blocks until the operation
-    completes, since the runtime may still be using the tensor's memory.
+    from every ``wait()`` on the handle. Dropping a pending handle does not block: the operation
+    (and the tensor memory the runtime may still be using) is kept until it completes, and an
+    unnamed operation's default name is not reused (see _names), so all ranks keep agreeing.
     """
 
     __slots__ = ("name", "_operation", "_finish", "_result", "_error", "_name_token")
@@ -58,15 +59,30 @@ class Handle:
             self._name_token = None
 
     def __del__(self):
-        self._operation = None  # waits for a pending operation (see ranktime._core.Operation)
+        operation = self._operation
+        self._operation = None
         try:
+            if operation is not None:
+                # Never waited on. Whether it has completed by now differs between ranks, so
+                # its default name's number is retired rather than released (see _names).
+                if not operation.done():
+                    _orphans.append(operation)  # freed by _free_orphans once it completes
+                return
             self._release_name()
-        except Exception:  # interpreter shutdown: the name table may already be gone
+        except Exception:  # interpreter shutdown: the module state may already be gone
             pass
 
     def __repr__(self):
         state = "done" if self.done() else "pending"
         return "<ranktime.Handle %s %s>" % (self.name, state)
+
+
+_orphans = []  # operations whose handle was dropped before they completed
+
+
+def _free_orphans():
+    """Lets go of dropped operations that have completed (all of them after shutdown)."""
+    _orphans[:] = [operation for operation in _orphans if not operation.done()]
 
 
 def synchronize(handle):
@@ -80,6 +96,8 @@ def poll(handle):
 
 
 def _submit(kind, name, start, framework, buffer, finish):
+    if _orphans:
+        _free_orphans()
     if name is None:
         full_name, token = _names.acquire(kind)
     elif isinstance(name, str):
@@ -104,25 +122,39 @@ def _in_place(framework, tensor):
     return framework.copy(tensor), tensor
 
 
-def _submit_on_copy(kind, name, start, tensor):
-    """Runs `start` on a copy of `tensor`; the handle's result is the copy."""
+def _submit_on_copy(kind, name, start, tensor, prescale=1.0, postscale=1.0):
+    """Runs `start` on a copy of `tensor`, multiplied by `prescale` first and by `postscale` when
+    the operation completes; the handle's result is the copy."""
     framework, x = _tensors.classify(tensor)
     buffer = framework.copy(x)
-    return _submit(kind, name, start, framework, buffer, lambda operation: buffer)
-
-
-def _submit_in_place(kind, name, start, tensor):
-    """Runs `start` on `tensor`'s memory (or on a contiguous copy, written back when the
-    operation completes); the handle's result is `tensor`."""
-    framework, x = _tensors.classify(tensor)
-    buffer, write_back = _in_place(framework, x)
+    _scale(framework, buffer, prescale)
 
     def finish(operation):
+        _scale(framework, buffer, postscale)
+        return buffer
+
+    return _submit(kind, name, start, framework, buffer, finish)
+
+
+def _submit_in_place(kind, name, start, tensor, prescale=1.0, postscale=1.0):
+    """Runs `start` on `tensor`'s memory (or on a contiguous copy, written back when the
+    operation completes), scaled as in _submit_on_copy; the handle's result is `tensor`."""
+    framework, x = _tensors.classify(tensor)
+    buffer, write_back = _in_place(framework, x)
+    _scale(framework, buffer, prescale)
+
+    def finish(operation):
+        _scale(framework, buffer, postscale)
         if write_back is not None:
             framework.copy_into(write_back, buffer)
         return tensor
 
     return _submit(kind, name, start, framework, buffer, finish)
+
+
+def _scale(framework, buffer, factor):
+    if factor != 1.0:
+        framework.scale(buffer, float(factor))
 
 
 def _check_op(op):
@@ -133,31 +165,38 @@ def _check_op(op):
 
 # --- allreduce ---------------------------------------------------------------------------------
 
-def allreduce_async(tensor, name=None, op=Average):
-    """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle."""
+def allreduce_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle.
+
+    Each rank's tensor is multiplied by prescale_factor before the reduction, the result by
+    postscale_factor after it (in float64 for integer types, float32 for 16-bit floats, then
+    cast back, truncating toward zero, as Horovod does).
+    """
     _check_op(op)
     return _submit_on_copy("allreduce", name,
-                           lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor)
+                           lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor,
+                           prescale_factor, postscale_factor)
 
 
-def allreduce_async_(tensor, name=None, op=Average):
+def allreduce_async_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
     """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
     _check_op(op)
     return _submit_in_place("allreduce", name,
-                            lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor)
+                            lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor,
+                            prescale_factor, postscale_factor)
 
 
-def allreduce(tensor, name=None, op=Average):
+def allreduce(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
     """Returns the reduction (default: the average) of `tensor` over all ranks, as a new tensor.
 
     Average on integer types is the sum divided by size(), truncated toward zero.
     """
-    return allreduce_async(tensor, name, op).wait()
+    return allreduce_async(tensor, name, op, prescale_factor, postscale_factor).wait()
 
 
-def allreduce_(tensor, name=None, op=Average):
+def allreduce_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces `tensor` over all ranks in place and returns it."""
-    return allreduce_async_(tensor, name, op).wait()
+    return allreduce_async_(tensor, name, op, prescale_factor, postscale_factor).wait()
 
 
 # --- allgather ---------------------------------------------------------------------------------

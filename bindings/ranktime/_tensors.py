@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-SUPPORTED_DTYPES = ("uint8", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+SUPPORTED_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 
 def unsupported_dtype(name):
@@ -44,6 +44,15 @@ class NumpyTensors:
         np.copyto(destination, source)
 
     @staticmethod
+    def scale(x, factor):
+        """Multiplies `x` in place (see ranktime.allreduce's prescale_factor)."""
+        if x.dtype.kind in "iub":
+            compute = np.float64
+        else:
+            compute = np.float32 if x.dtype == np.float16 else x.dtype
+        np.copyto(x, (x.astype(compute) * factor).astype(x.dtype))
+
+    @staticmethod
     def export(x):
         """(object for ranktime._core, cudaEvent_t as int, what keeps the event alive)."""
         if x.dtype.name not in SUPPORTED_DTYPES or not x.dtype.isnative:
@@ -60,7 +69,7 @@ class NumpyTensors:
 
 
 class TorchTensors:
-    """PyTorch tensors, CPU or CUDA. Autograd does not flow through collectives."""
+    """PyTorch tensors, CPU or CUDA. Autograd flows only through ranktime.torch's collectives."""
 
     def __init__(self, torch):
         self.torch = torch
@@ -84,6 +93,17 @@ class TorchTensors:
     def copy_into(self, destination, source):
         with self.torch.no_grad():
             destination.copy_(source)
+
+    def scale(self, x, factor):
+        torch = self.torch
+        if not x.dtype.is_floating_point:
+            compute = torch.float64
+        elif x.dtype in (torch.float16, torch.bfloat16):
+            compute = torch.float32
+        else:
+            compute = x.dtype
+        with torch.no_grad():
+            x.copy_(x.to(compute) * factor)
 
     def export(self, x):
         if x.dtype not in self._supported:

@@ -1,5 +1,7 @@
-"""PyTorch data parallelism on ranktime: DistributedOptimizer, broadcast_parameters,
-broadcast_optimizer_state and broadcast_object.
+"""PyTorch on ranktime, shaped as ``horovod.torch``: ``import ranktime.torch as hvd`` gives
+Horovod 0.28.1's collectives (allreduce, allgather, broadcast and their async and in-place forms,
+with Horovod's arguments and gradients), DistributedOptimizer, broadcast_parameters,
+broadcast_optimizer_state, broadcast_object and allgather_object (docs/python.md, "From Horovod").
 
     opt = ranktime.torch.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     ranktime.torch.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -15,29 +17,77 @@ other torch.distributed calls on ranktime.
 """
 
 import contextlib
-import io
-import pickle
+import warnings
 
-import numpy as np
 import torch
 
-from . import _collectives, _distributed
-from ._core import Average
+from . import _collectives, _distributed, _torch_ops
+from ._collectives import Handle, poll, synchronize
+from ._core import (NameInFlightError, RanktimeError, cross_rank, cross_size, is_initialized,
+                    local_rank, local_size, rank, size)
+from ._timeline import start_timeline, stop_timeline
+from ._torch_ops import *  # noqa: F401,F403 (the collectives, Horovod-shaped)
+from ._torch_ops import (Average, Compression, _check_process_set, _resolve_op, broadcast_object,
+                         global_process_set)
+from . import barrier, init, shutdown
 
-__all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
-           "broadcast_object"]
+HorovodInternalError = RanktimeError  # Horovod's name for a failed collective
+
+__all__ = _torch_ops.__all__ + [
+    "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
+    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+    "cross_rank", "cross_size", "barrier", "synchronize", "poll", "Handle", "start_timeline", "stop_timeline",
+    "RanktimeError", "HorovodInternalError", "NameInFlightError",
+    "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built",
+    "rocm_built",
+]
+
+
+def mpi_built():
+    return True
+
+
+def mpi_enabled():
+    return True
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def rocm_built():
+    return False
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the wrapped optimizer's own class by DistributedOptimizer(); see there."""
 
-    def __init__(self, params, named_parameters, op, backward_passes_per_step):
+    def __init__(self, params, named_parameters, op, backward_passes_per_step, compression,
+                 gradient_predivide_factor, sparse_as_dense):
         super(self.__class__, self).__init__(params)
         self._op = op
+        self._compression = compression
+        self._sparse_as_dense = sparse_as_dense
+        # Horovod splits an average between the scale factors; a sum is not scaled.
+        self._scale = ((1.0 / gradient_predivide_factor, gradient_predivide_factor)
+                       if op is Average else (1.0, 1.0))
         self._backward_passes_per_step = backward_passes_per_step
         self._parameters = [p for group in self.param_groups for p in group["params"]
                             if p.requires_grad]
         self._names = _parameter_names(self.param_groups, named_parameters)
+        self._parameter_names = self._names  # Horovod's attribute name, which scripts read
         self._handles = {}  # parameter -> Handle of its gradient's allreduce, this step
         self._passes_left = {p: backward_passes_per_step for p in self._parameters}
         self._synchronized = False
@@ -63,7 +113,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _allreduce_gradient(self, p):
-        return _collectives.allreduce_async_(p.grad, name=self._names[p], op=self._op)
+        grad = p.grad
+        if grad.is_sparse:
+            if not self._sparse_as_dense:
+                return _GradientHandle(_torch_ops.sparse_allreduce_async(
+                    grad, self._names[p], self._op), p, Compression.none, None)
+            grad = grad.to_dense()
+        compressed, ctx = self._compression.compress(grad)
+        handle = _collectives.allreduce_async_(compressed, self._names[p], self._op, *self._scale)
+        if compressed is p.grad:
+            return handle
+        return _GradientHandle(handle, p, self._compression, ctx)
 
     def synchronize(self):
         """Waits for every gradient's allreduce. Parameters whose hook did not run this step
@@ -93,6 +153,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._skip_synchronize = False
 
     def step(self, closure=None):
+        if self._synchronized and not self._skip_synchronize:
+            warnings.warn("optimizer.step() called without optimizer.skip_synchronize() after "
+                          "optimizer.synchronize(); the gradients are not reduced again, but "
+                          "wrap step() in `with optimizer.skip_synchronize():` to say so",
+                          stacklevel=2)
         if not self._synchronized and not self._skip_synchronize:
             self.synchronize()
         self._synchronized = False
@@ -106,8 +171,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(set_to_none)
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, op=Average,
-                         backward_passes_per_step=1):
+class _GradientHandle:
+    """A compressed, densified or sparse gradient's reduction: wait() puts the result in
+    p.grad."""
+
+    def __init__(self, handle, p, compression, ctx):
+        self._handle, self._p, self._compression, self._ctx = handle, p, compression, ctx
+
+    def wait(self):
+        reduced = self._compression.decompress(self._handle.wait(), self._ctx)
+        grad = self._p.grad
+        if reduced.is_sparse:
+            self._p.grad = reduced
+        elif grad.is_sparse:
+            self._p.grad = reduced.to_sparse(grad.sparse_dim()).to(grad.dtype)
+        else:
+            with torch.no_grad():
+                grad.copy_(reduced)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
     """Wraps `optimizer` so that gradients are reduced (default: averaged) over all ranks.
 
     The result is an instance of the optimizer's own class (so LR schedulers and isinstance work)
@@ -119,12 +205,20 @@ def DistributedOptimizer(optimizer, named_parameters=None, op=Average,
         parameter-group order.
     op: ranktime.Average (default) or ranktime.Sum.
     backward_passes_per_step: local backward passes accumulated before each reduction.
+    compression, gradient_predivide_factor, sparse_as_dense: as in Horovod (Compression.fp16
+        sends float gradients as float16; an average is split into a prescale by
+        1/gradient_predivide_factor and a postscale by it; sparse gradients are reduced dense
+        with sparse_as_dense=True, otherwise by sparse_allreduce_async).
+    num_groups, groups: accepted for Horovod's signature; ranktime fuses by its own rules.
     """
     if backward_passes_per_step < 1:
         raise ValueError("ranktime: backward_passes_per_step must be at least 1")
+    _check_process_set(process_set)
+    op = _resolve_op(op, None)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
-    distributed = cls(optimizer.param_groups, named_parameters, op, backward_passes_per_step)
+    distributed = cls(optimizer.param_groups, named_parameters, op, backward_passes_per_step,
+                      compression, gradient_predivide_factor, sparse_as_dense)
     distributed.load_state_dict(optimizer.state_dict())
     return distributed
 
@@ -167,27 +261,6 @@ def broadcast_parameters(params, root_rank=0):
         handle.wait()
 
 
-def broadcast_object(obj, root_rank=0, name="object"):
-    """Returns root_rank's `obj` (any picklable object) on every rank.
-
-    Sent as two broadcasts, ``broadcast.<name>.size`` and ``broadcast.<name>.data``.
-    """
-    from . import _core
-    if _core.rank() == root_rank:
-        buffer = io.BytesIO()
-        torch.save(obj, buffer, pickle_protocol=pickle.HIGHEST_PROTOCOL)
-        payload = np.frombuffer(buffer.getbuffer(), dtype=np.uint8).copy()
-        size = np.array([payload.size], dtype=np.int64)
-    else:
-        payload = None
-        size = np.zeros(1, dtype=np.int64)
-    _collectives.broadcast_(size, root_rank, name=name + ".size")
-    if payload is None:
-        payload = np.empty(int(size[0]), dtype=np.uint8)
-    _collectives.broadcast_(payload, root_rank, name=name + ".data")
-    return torch.load(io.BytesIO(payload.tobytes()))
-
-
 class _TensorSlot:
     """Stands for a tensor in a broadcast state dict: its path, dtype and shape."""
 
@@ -197,16 +270,20 @@ class _TensorSlot:
         self.shape = tuple(tensor.shape)
 
 
-def broadcast_optimizer_state(optimizer, root_rank=0):
+def broadcast_optimizer_state(optimizer, root_rank=0, model=None):
     """Makes every rank's optimizer state (hyper-parameters and per-parameter state, such as
     momentum buffers) root_rank's.
 
     The state's structure and scalars travel as one pickled object; its tensors are broadcast
     one by one as ``broadcast.optimizer.state.<param index>.<key>``. Works whether or not the
-    other ranks' optimizers have taken a step yet.
+    other ranks' optimizers have taken a step yet; an optimizer without state on this rank gets
+    it from a local step with zero gradients first, as in Horovod. `model` is accepted for
+    Horovod's signature (it names sparse parameters there).
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("ranktime: broadcast_optimizer_state does not support LBFGS")
+    if not optimizer.state_dict()["state"]:
+        _initialize_state(optimizer)
     state_dict = optimizer.state_dict()
     tensors = {}
 
@@ -258,6 +335,19 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
         return value
 
     optimizer.load_state_dict(fill(skeleton))
+
+
+def _initialize_state(optimizer):
+    """As Horovod: a step with zero gradients creates a new optimizer's state (momentum
+    buffers, ...), so that every rank has tensors to receive root's into. Local only: the
+    wrapped class's step, not DistributedOptimizer's. The zero gradients stay, as in Horovod."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                p.grad = torch.zeros_like(p)
+    # (torch may wrap the class's step() for its profiler: look for another of our methods)
+    distributed = "_allreduce_gradient" in type(optimizer).__dict__
+    (super(optimizer.__class__, optimizer).step if distributed else optimizer.step)()
 
 
 _distributed.register()

@@ -97,6 +97,11 @@ inline void encode(double v, DataType dtype, uint8_t* out) {
       std::memcpy(out, &x, 1);
       break;
     }
+    case DataType::kInt16: {  // host tensors only (NCCL has no 16-bit integers)
+      int16_t x = static_cast<int16_t>(v);
+      std::memcpy(out, &x, 2);
+      break;
+    }
     case DataType::kInt32: {
       int32_t x = static_cast<int32_t>(v);
       std::memcpy(out, &x, 4);
@@ -134,6 +139,11 @@ inline double decode(DataType dtype, const uint8_t* p) {
       return *p;
     case DataType::kInt8:
       return static_cast<int8_t>(*p);
+    case DataType::kInt16: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
     case DataType::kInt32: {
       int32_t x;
       std::memcpy(&x, p, 4);
@@ -169,8 +179,8 @@ inline double decode(DataType dtype, const uint8_t* p) {
 }
 
 inline bool is_integer(DataType d) {
-  return d == DataType::kUInt8 || d == DataType::kInt8 || d == DataType::kInt32 ||
-         d == DataType::kInt64;
+  return d == DataType::kUInt8 || d == DataType::kInt8 || d == DataType::kInt16 ||
+         d == DataType::kInt32 || d == DataType::kInt64;
 }
 
 // Rank `rank`'s element `i` of tensor `t`: 1..11 (1..2 for products, so that four ranks' product

@@ -70,7 +70,7 @@ std::vector<double> load(DataType dtype, const std::vector<std::byte>& data) {
 constexpr int kElements = 10;
 constexpr DataType kDtypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
                                 DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                                DataType::kFloat32, DataType::kFloat64};
+                                DataType::kFloat32, DataType::kFloat64, DataType::kInt16};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kProduct};
 

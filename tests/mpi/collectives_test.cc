@@ -19,7 +19,7 @@ using ranktime::ReduceOp;
 
 const DataType kAllTypes[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
                               DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                              DataType::kFloat32, DataType::kFloat64};
+                              DataType::kFloat32, DataType::kFloat64, DataType::kInt16};
 const ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                             ReduceOp::kProduct};
 
@@ -38,6 +38,9 @@ class Buffer {
         break;
       case DataType::kInt8:
         store<int8_t>(p, v);
+        break;
+      case DataType::kInt16:
+        store<int16_t>(p, v);
         break;
       case DataType::kInt32:
         store<int32_t>(p, v);
@@ -66,6 +69,8 @@ class Buffer {
         return *p;
       case DataType::kInt8:
         return load<int8_t>(p);
+      case DataType::kInt16:
+        return load<int16_t>(p);
       case DataType::kInt32:
         return load<int32_t>(p);
       case DataType::kInt64:
@@ -404,14 +409,18 @@ TEST(Errors, DuplicateNameWhileInFlight) {
     auto first = ranktime::allreduce_async({a.data(), DataType::kFloat32, {4}}, name);
     if (my_turn) {
       auto second = ranktime::allreduce_async({b.data(), DataType::kFloat32, {4}}, name);
+      ASSERT_TRUE(second.ready());  // refused at submission, not after negotiation
       ranktime::Status s2 = second.wait();
       ASSERT_FALSE(s2.ok());
+      EXPECT_TRUE(s2.name_in_flight());
       EXPECT_NE(s2.message().find("'" + name + "' was submitted twice while in flight"),
                 std::string::npos)
           << s2.message();
       go();
     }
-    ASSERT_TRUE(first.wait().ok());
+    ranktime::Status s1 = first.wait();
+    ASSERT_TRUE(s1.ok());
+    EXPECT_FALSE(s1.name_in_flight());
     EXPECT_EQ(a[0], size);
     EXPECT_EQ(b[0], 1.0f);  // the rejected request never touched its buffer
     // Once complete, the name may be used again.

@@ -7,7 +7,7 @@ import torch
 
 import ranktime
 
-NUMPY_DTYPES = ["uint8", "int8", "int32", "int64", "float16", "float32", "float64"]
+NUMPY_DTYPES = ["uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"]
 TORCH_DTYPES = NUMPY_DTYPES + ["bfloat16"]  # NumPy has no bfloat16
 FRAMEWORK_DTYPES = [("numpy", d) for d in NUMPY_DTYPES] + [("torch", d) for d in TORCH_DTYPES]
 

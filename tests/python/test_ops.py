@@ -22,7 +22,7 @@ def is_signed(dtype):
 
 
 def is_integer(dtype):
-    return dtype in ("uint8", "int8", "int32", "int64")
+    return dtype in ("uint8", "int8", "int16", "int32", "int64")
 
 
 def contribution(r, op, dtype, shape=SHAPE):
@@ -175,6 +175,7 @@ def test_mixed_async_operations_complete_out_of_order():
 def test_dropping_a_pending_handle_completes_the_operation():
     x = np.ones(64, dtype=np.float32)
     ranktime.allreduce_async_(x, name="dropped", op=ranktime.Sum)  # handle dropped at once
+    ranktime.allreduce(np.ones(1), name="after.dropped")  # negotiated and run after "dropped"
     np.testing.assert_array_equal(x, np.full(64, float(ranktime.size())))
 
 

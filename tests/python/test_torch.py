@@ -2,6 +2,8 @@
 weights on every rank that match a single-process run on the concatenated data; broadcasts of
 parameters and optimizer state; hooks, names and accumulation."""
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -54,8 +56,9 @@ def train_data_parallel():
     model = Net()
     optimizer = make_optimizer(model)
     rt.broadcast_parameters(model.state_dict(), root_rank=0)
-    rt.broadcast_optimizer_state(optimizer, root_rank=0)
+    rt.broadcast_optimizer_state(optimizer, root_rank=0)  # initialises momentum, as Horovod
     initial = {k: v.clone() for k, v in model.state_dict().items()}
+    initial_optimizer = copy.deepcopy(optimizer.state_dict())
     optimizer = rt.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     x, y = dataset(size)
     for epoch in range(EPOCHS):
@@ -64,14 +67,16 @@ def train_data_parallel():
             loss = nn.functional.cross_entropy(model(inputs), labels)
             loss.backward()
             optimizer.step()
-    return model, initial
+    return model, initial, initial_optimizer
 
 
-def train_single_process(initial, size):
+def train_single_process(initial, size, initial_optimizer=None):
     """The same training on one process: each step's batch is every rank's local batch."""
     model = Net()
     model.load_state_dict(initial)
     optimizer = make_optimizer(model)
+    if initial_optimizer is not None:
+        optimizer.load_state_dict(initial_optimizer)
     x, y = dataset(size)
     for epoch in range(EPOCHS):
         per_rank = [list(local_batches(x, y, r, size, epoch)) for r in range(size)]
@@ -89,12 +94,12 @@ def flat(model):
 
 
 def test_training_is_identical_on_every_rank_and_matches_one_process():
-    model, initial = train_data_parallel()
+    model, initial, initial_optimizer = train_data_parallel()
     weights = flat(model)
     every_rank = ranktime.allgather(weights.unsqueeze(0), name="test.weights")
     for r in range(ranktime.size()):
         assert torch.equal(every_rank[r], weights), "rank %d's weights differ" % r
-    reference = flat(train_single_process(initial, ranktime.size()))
+    reference = flat(train_single_process(initial, ranktime.size(), initial_optimizer))
     assert not torch.equal(weights, torch.cat([v.reshape(-1) for v in initial.values()]))
     torch.testing.assert_close(weights, reference, rtol=1e-5, atol=1e-6)
 

@@ -23,6 +23,7 @@ const DtypeRow kDtypes[] = {
     {DataType::kInt32, "int32", 4},     {DataType::kInt64, "int64", 8},
     {DataType::kFloat16, "float16", 2}, {DataType::kBFloat16, "bfloat16", 2},
     {DataType::kFloat32, "float32", 4}, {DataType::kFloat64, "float64", 8},
+    {DataType::kInt16, "int16", 2},
 };
 static_assert(std::size(kDtypes) == static_cast<size_t>(kNumDataTypes), "a row per dtype");
 

@@ -14,8 +14,8 @@ namespace {
 
 // Indexed by the ranktime::DataType value.
 constexpr std::string_view kQuotedDtypes[] = {
-    "\"uint8\"",   "\"int8\"",     "\"int32\"",   "\"int64\"",
-    "\"float16\"", "\"bfloat16\"", "\"float32\"", "\"float64\"",
+    "\"uint8\"",    "\"int8\"",    "\"int32\"",   "\"int64\"", "\"float16\"",
+    "\"bfloat16\"", "\"float32\"", "\"float64\"", "\"int16\"",
 };
 
 std::string_view quoted_dtype(uint8_t dtype) {

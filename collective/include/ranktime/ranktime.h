@@ -23,8 +23,9 @@ enum class DataType : uint8_t {
   kBFloat16 = 5,
   kFloat32 = 6,
   kFloat64 = 7,
+  kInt16 = 8,
 };
-inline constexpr int kNumDataTypes = 8;
+inline constexpr int kNumDataTypes = 9;
 
 // Reductions. Average on integer types is the sum divided by size(), truncated toward zero.
 enum class ReduceOp : uint8_t { kSum = 0, kAverage = 1, kMin = 2, kMax = 3, kProduct = 4 };
@@ -57,13 +58,22 @@ class Status {
   Status() = default;
   static Status Ok() { return Status(); }
   static Status Error(std::string message) { return Status(std::move(message), false); }
+  // The submission was refused because an operation of the same name is still in flight on this
+  // rank; its handle completes at once (Python raises at the call, as Horovod does).
+  static Status NameInFlight(std::string message) {
+    Status s(std::move(message), false);
+    s.name_in_flight_ = true;
+    return s;
+  }
   bool ok() const { return ok_; }
+  bool name_in_flight() const { return name_in_flight_; }
   const std::string& message() const { return message_; }
 
  private:
   Status(std::string message, bool ok) : message_(std::move(message)), ok_(ok) {}
   std::string message_;
   bool ok_ = true;
+  bool name_in_flight_ = false;
 };
 
 // Thrown for misuse that cannot be tied to one tensor: bad configuration, use before init().

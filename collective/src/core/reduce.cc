@@ -72,6 +72,8 @@ void reduce_into(const void* in, void* inout, int64_t n, DataType dtype, ReduceO
       return reduce_typed<uint8_t>(in, inout, n, op);
     case DataType::kInt8:
       return reduce_typed<int8_t>(in, inout, n, op);
+    case DataType::kInt16:
+      return reduce_typed<int16_t>(in, inout, n, op);
     case DataType::kInt32:
       return reduce_typed<int32_t>(in, inout, n, op);
     case DataType::kInt64:
@@ -94,6 +96,9 @@ void divide_in_place(void* data, int64_t n, DataType dtype, int divisor) {
       break;
     case DataType::kInt8:
       divide_typed(static_cast<int8_t*>(data), n, divisor);
+      break;
+    case DataType::kInt16:
+      divide_typed(static_cast<int16_t*>(data), n, divisor);
       break;
     case DataType::kInt32:
       divide_typed(static_cast<int32_t*>(data), n, divisor);

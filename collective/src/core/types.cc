@@ -16,7 +16,8 @@ constexpr std::array<DtypeInfo, kNumDataTypes> kDtypes = {{{"uint8", 1},
                                                            {"float16", 2},
                                                            {"bfloat16", 2},
                                                            {"float32", 4},
-                                                           {"float64", 8}}};
+                                                           {"float64", 8},
+                                                           {"int16", 2}}};
 constexpr std::array<const char*, kNumReduceOps> kReduceOps = {"sum", "average", "min", "max",
                                                                "product"};
 }  // namespace

@@ -27,6 +27,9 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
   if (op == OpType::kAllreduce || op == OpType::kAllgather || op == OpType::kBroadcast) {
     q.error = check_tensor_view(view);
     if (q.error.empty() && view.device != kCpuDevice) q.error = check_device(view.device);
+    // NCCL has no 16-bit integer type.
+    if (q.error.empty() && view.device != kCpuDevice && view.dtype == DataType::kInt16)
+      q.error = "int16 tensors are supported in host memory only, not on CUDA devices";
   }
   // A request must always fit the wire format, even a bad one: its error travels to rank 0.
   if (q.shape.size() > kMaxDims) q.shape.resize(kMaxDims);
@@ -53,11 +56,13 @@ Handle SubmissionQueue::submit(std::unique_ptr<TensorEntry> entry, const std::st
   std::shared_ptr<detail::HandleState> state = entry->handle;
   const std::string& name = entry->request.name;
   std::string error = local_error;
+  bool name_in_flight = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopped_) {
       error = stop_reason_ + "; tensor '" + name + "' was not submitted";
     } else if (error.empty() && names_in_flight_.count(name)) {
+      name_in_flight = true;
       error = "tensor '" + name +
               "' was submitted twice while in flight: wait for the first "
               "operation to complete before reusing its name";
@@ -69,7 +74,7 @@ Handle SubmissionQueue::submit(std::unique_ptr<TensorEntry> entry, const std::st
     }
   }
   if (!error.empty()) {
-    state->complete(Status::Error(error));
+    state->complete(name_in_flight ? Status::NameInFlight(error) : Status::Error(error));
   } else {
     cv_.notify_one();
   }

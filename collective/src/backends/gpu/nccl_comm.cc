@@ -92,6 +92,8 @@ ncclDataType_t nccl_dtype(DataType dtype) {
       return ncclFloat32;
     case DataType::kFloat64:
       return ncclFloat64;
+    case DataType::kInt16:  // refused at submission: NCCL has no 16-bit integers
+      break;
   }
   return ncclUint8;
 }

@@ -141,6 +141,9 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
     case DataType::kInt8:
       type = MPI_INT8_T;
       break;
+    case DataType::kInt16:
+      type = MPI_INT16_T;
+      break;
     case DataType::kInt32:
       type = MPI_INT32_T;
       break;

@@ -1,0 +1,323 @@
+"""The collectives as ranktime.torch exports them: Horovod 0.28.1's call shapes and defaults
+(``allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set)``, ...), gradients
+through allreduce, allgather and broadcast, Compression, allgather_object. The work is done by
+ranktime._collectives; this module only adapts arguments and adds autograd.
+"""
+
+import io
+import os
+import pickle
+import warnings
+
+import numpy as np
+import torch
+
+from . import _collectives, _core, _names
+from ._core import Average, Max, Min, Product, Sum
+
+_names.skip_frames_in(os.path.dirname(torch.autograd.function.__file__))
+
+
+class _Adasum:
+    """Horovod's Adasum reduction, which ranktime does not have: using it raises."""
+
+    def __repr__(self):
+        return "Adasum"
+
+
+Adasum = _Adasum()
+
+
+class _GlobalProcessSet:
+    """Horovod's process set of all ranks, the only one ranktime has so far."""
+
+    def __repr__(self):
+        return "global_process_set"
+
+
+global_process_set = _GlobalProcessSet()
+
+
+def _check_process_set(process_set):
+    if process_set is not None and process_set is not global_process_set:
+        raise NotImplementedError("ranktime: process sets other than global_process_set are not "
+                                  "supported yet; collectives run over all ranks")
+
+
+def _resolve_op(op, average):
+    """Horovod's rule: op wins, `average` (deprecated) is True -> Average, False -> Sum."""
+    if op is not None:
+        if average is not None:
+            raise ValueError("ranktime: the op parameter supersedes average; pass only one")
+    elif average is not None:
+        warnings.warn("ranktime: parameter `average` is replaced by `op` (as in Horovod)",
+                      DeprecationWarning, stacklevel=3)
+        op = Average if average else Sum
+    else:
+        op = Average
+    if op is Adasum:
+        raise NotImplementedError("ranktime: the Adasum reduction is not supported; use "
+                                  "Average or Sum")
+    return op
+
+
+def _check(tensor, process_set):
+    """What every collective checks first: the process set, and that `tensor` is dense."""
+    _check_process_set(process_set)
+    if isinstance(tensor, torch.Tensor) and tensor.layout != torch.strided:
+        raise ValueError(
+            "ranktime: %s tensors are not supported by the collectives; pass tensor.to_dense() "
+            "or use sparse_allreduce_async" % str(tensor.layout).replace("torch.", ""))
+
+
+# --- compression -------------------------------------------------------------------------------
+
+class NoneCompressor:
+    """No compression (the default)."""
+
+    @staticmethod
+    def compress(tensor):
+        return tensor, None
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor
+
+
+class FP16Compressor:
+    """Sends floating-point tensors as float16; other dtypes unchanged."""
+
+    @staticmethod
+    def compress(tensor):
+        if tensor.dtype.is_floating_point:
+            return tensor.to(torch.float16), tensor.dtype
+        return tensor, tensor.dtype
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        return tensor.to(ctx) if ctx is not None and ctx.is_floating_point else tensor
+
+
+class Compression:
+    """Gradient compression for allreduce and DistributedOptimizer: none (default) or fp16."""
+    none = NoneCompressor
+    fp16 = FP16Compressor
+
+
+# --- allreduce ---------------------------------------------------------------------------------
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle."""
+    _check(tensor, process_set)
+    return _collectives.allreduce_async(tensor, name, _resolve_op(op, average),
+                                        prescale_factor, postscale_factor)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
+    _check(tensor, process_set)
+    return _collectives.allreduce_async_(tensor, name, _resolve_op(op, average), prescale_factor,
+                                         postscale_factor)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` over all ranks in place and returns it."""
+    return allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
+                            process_set).wait()
+
+
+def _grad_name(handle):
+    """The backward collective's name: the forward's with ``.grad`` (one timeline row each)."""
+    return handle.name.split(".", 1)[1] + ".grad"
+
+
+class _Allreduce(torch.autograd.Function):
+    """The gradient of an allreduce is the same allreduce of the output's gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        handle = _collectives.allreduce_async(tensor, name, op, prescale_factor,
+                                              postscale_factor)
+        ctx.args = (_grad_name(handle), op, prescale_factor, postscale_factor)
+        return handle.wait()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (_collectives.allreduce(grad_output.contiguous(), *ctx.args), None, None, None,
+                None)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Returns the reduction (default: the average) of `tensor` over all ranks, as a new tensor;
+    gradients flow through it. `compression` applies to what is sent (Compression.fp16: float
+    tensors travel as float16)."""
+    _check(tensor, process_set)
+    op = _resolve_op(op, average)
+    compressed, ctx = compression.compress(tensor)
+    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(reduced, ctx)
+
+
+class _SparseHandle:
+    """sparse_allreduce_async's handle: call it (as in Horovod) or wait() for the result."""
+
+    def __init__(self, tensor, name, op):
+        self._shape, self._op = tensor.shape, op
+        # Rows of indices, so that allgather's concatenation along dimension 0 joins them.
+        self._indices = _collectives.allgather_async(
+            tensor._indices().transpose(0, 1).contiguous(), name + ".indices")
+        self._values = _collectives.allgather_async(tensor._values(), name + ".values")
+
+    def wait(self):
+        values = self._values.wait()
+        indices = self._indices.wait()
+        if self._op is Average:
+            values = values / _core.size()
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, self._shape)
+
+    __call__ = wait
+
+    def done(self):
+        return self._indices.done() and self._values.done()
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Sums (op=Sum) or averages (op=Average) a sparse COO tensor over all ranks, as Horovod:
+    two allgathers, ``allgather.<name>.indices`` and ``allgather.<name>.values``; the result
+    (from ``handle()`` or ``handle.wait()``) is uncoalesced."""
+    _check_process_set(process_set)
+    if op is not Sum and op is not Average:
+        raise ValueError("ranktime: sparse_allreduce_async supports Sum and Average, not %r"
+                         % (op,))
+    return _SparseHandle(tensor, name, op)
+
+
+# --- allgather ---------------------------------------------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating every rank's `tensor` along dimension 0; returns a Handle."""
+    _check(tensor, process_set)
+    return _collectives.allgather_async(tensor, name)
+
+
+class _Allgather(torch.autograd.Function):
+    """Horovod's gradient: the output's gradient averaged over ranks, this rank's rows of it."""
+
+    @staticmethod
+    def forward(ctx, tensor, name):
+        handle = _collectives.allgather_async(tensor, name)
+        ctx.rows = tensor.shape[0]
+        ctx.name = _grad_name(handle)
+        return handle.wait()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        reduced = _collectives.allreduce(grad_output.contiguous(), ctx.name, Average)
+        rows = _collectives.allgather(torch.tensor([ctx.rows], dtype=torch.int64),
+                                      ctx.name + ".rows")
+        offset = int(rows[:_core.rank()].sum())
+        return reduced.narrow(0, offset, ctx.rows), None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Returns every rank's `tensor` concatenated along dimension 0, in rank order; gradients
+    flow through it."""
+    _check(tensor, process_set)
+    return _Allgather.apply(tensor, name)
+
+
+# --- broadcast ---------------------------------------------------------------------------------
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle."""
+    _check(tensor, process_set)
+    return _collectives.broadcast_async(tensor, root_rank, name)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts overwriting `tensor` with root_rank's in place; the handle's result is `tensor`."""
+    _check(tensor, process_set)
+    return _collectives.broadcast_async_(tensor, root_rank, name)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites `tensor` with root_rank's in place and returns it."""
+    return broadcast_async_(tensor, root_rank, name, process_set).wait()
+
+
+class _Broadcast(torch.autograd.Function):
+    """Horovod's gradient: the output's gradient averaged over ranks on the root, zero
+    elsewhere."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        handle = _collectives.broadcast_async(tensor, root_rank, name)
+        ctx.root_rank = root_rank
+        ctx.name = _grad_name(handle)
+        return handle.wait()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        reduced = _collectives.allreduce(grad_output.contiguous(), ctx.name, Average)
+        if _core.rank() != ctx.root_rank:
+            reduced.zero_()
+        return reduced, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns root_rank's `tensor` on every rank, as a new tensor; gradients flow through it."""
+    _check(tensor, process_set)
+    return _Broadcast.apply(tensor, root_rank, name)
+
+
+# --- objects -----------------------------------------------------------------------------------
+
+def allgather_object(obj, name=None):
+    """Returns the list of every rank's `obj` (any picklable object), in rank order.
+
+    Sent as two allgathers, ``allgather.<name>.size`` and ``allgather.<name>.data``; `name`
+    defaults to the object's type name, as in Horovod.
+    """
+    if name is None:
+        name = type(obj).__name__
+    payload = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+    sizes = _collectives.allgather(np.array([payload.size], dtype=np.int64), name + ".size")
+    gathered = _collectives.allgather(payload, name + ".data")
+    ends = np.cumsum(sizes)
+    return [pickle.loads(gathered[end - size:end].tobytes()) for size, end in zip(sizes, ends)]
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """Returns root_rank's `obj` (any picklable object) on every rank.
+
+    Sent as two broadcasts, ``broadcast.<name>.size`` and ``broadcast.<name>.data``; `name`
+    defaults to ``object``.
+    """
+    if name is None:
+        name = "object"
+    if _core.rank() == root_rank:
+        buffer = io.BytesIO()
+        torch.save(obj, buffer, pickle_protocol=pickle.HIGHEST_PROTOCOL)
+        payload = np.frombuffer(buffer.getbuffer(), dtype=np.uint8).copy()
+        size = np.array([payload.size], dtype=np.int64)
+    else:
+        payload = None
+        size = np.zeros(1, dtype=np.int64)
+    _collectives.broadcast_(size, root_rank, name=name + ".size")
+    if payload is None:
+        payload = np.empty(int(size[0]), dtype=np.uint8)
+    _collectives.broadcast_(payload, root_rank, name=name + ".data")
+    return torch.load(io.BytesIO(payload.tobytes()))
+
+
+__all__ = [
+    "Adasum", "Average", "Compression", "Max", "Min", "Product", "Sum", "global_process_set",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "sparse_allreduce_async",
+    "allgather", "allgather_async", "allgather_object",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
+]
