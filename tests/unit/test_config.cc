@@ -47,6 +47,7 @@ const std::vector<std::string> kAllVariables = {"TIMELINE_FILENAME",
                                                 "RANKTIME_LOG_LEVEL",
                                                 "RANKTIME_TEST_CLOCK_SKEW_US",
                                                 "RANKTIME_HIERARCHICAL_ALLREDUCE",
+                                                "RANKTIME_TEST_FAIL_LOCAL",
                                                 "RANKTIME_STATUS_FILE"};
 
 std::vector<std::string> described_names(const Config& c) {

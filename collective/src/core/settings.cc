@@ -128,6 +128,8 @@ std::vector<Setting> make_settings() {
           .at_least(INT64_MIN / 2, "an integer number of microseconds"),
       Setting("RANKTIME_HIERARCHICAL_ALLREDUCE", &Config::hierarchical_allreduce, "0",
               "GPU path: allreduce within each node, then across nodes"),
+      Setting("RANKTIME_TEST_FAIL_LOCAL", &Config::test_fail_local, "",
+              "testing aid: RANK:TENSOR fails that rank's copy of that tensor (outcome agreement)"),
       // `ranktime run` sets it to a file of its own and prints the file after mpirun returns.
       Setting("RANKTIME_STATUS_FILE", &Config::status_file, "",
               "a doomed job's first rank to give up writes why here before the job is aborted"),

@@ -20,7 +20,9 @@ namespace ranktime {
 class MpiBackend final : public Backend {
  public:
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
-  MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk);
+  // `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
+  MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
+             std::string test_fail_local = {});
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -51,6 +53,7 @@ class MpiBackend final : public Backend {
   MPI_Comm comm_;
   const Clock* clock_;
   int64_t chunk_bytes_;
+  std::string test_fail_local_;
   int size_ = 1;
   int rank_ = 0;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;

@@ -44,7 +44,7 @@ MpiWorld::~MpiWorld() {
 }
 
 std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config& config) {
-  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk);
+  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk, config.test_fail_local);
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,
