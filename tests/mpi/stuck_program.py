@@ -23,6 +23,12 @@ def barrier_on_comm_world():
     libmpi.MPI_Barrier(ctypes.c_void_p(world))
 
 
+def say(line):
+    # One write per line: mpirun forwards each write as it comes, so print()'s separate writes
+    # of the text and the newline can interleave with another rank's line.
+    os.write(1, (line + "\n").encode())
+
+
 def get_stuck(kind):
     until = time.monotonic() + 120
     if kind == "sleep":
@@ -37,7 +43,7 @@ def get_stuck(kind):
 kind = sys.argv[1]
 ranktime.init()
 rank = ranktime.rank()
-print(f"PID {rank} {os.getpid()}", flush=True)
+say(f"PID {rank} {os.getpid()}")
 x = np.ones(16, np.float32)
 ranktime.allreduce(x, name="stuck.a")
 if rank == 1:
@@ -45,5 +51,5 @@ if rank == 1:
 try:
     ranktime.allreduce(x, name="stuck.b")
 except RuntimeError as e:
-    print(f"ERROR: {e} [rank {rank}]", flush=True)
+    say(f"ERROR: {e} [rank {rank}]")
     raise

@@ -8,6 +8,7 @@ STALL instant, `ranktime run` says why the job was aborted, and no process of th
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -57,7 +58,7 @@ def test_a_stall_shutdown_ends_the_job_while_one_rank_is_stuck(program, kind, ra
     p, elapsed = run_stuck(program, kind, ranks, trace)
     out = p.stdout + p.stderr
     assert p.returncode != 0, out
-    pids = {int(r): int(pid) for r, pid in (l.split() for l in lines_with("PID ", p.stdout))}
+    pids = {int(r): int(pid) for r, pid in re.findall(r"PID (\d+) (\d+)", p.stdout)}
     assert set(pids) == set(range(ranks)), out
 
     # Every responsive rank reported the stall, naming the stuck rank.
