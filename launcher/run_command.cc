@@ -472,7 +472,27 @@ int run_run(RunCommandOptions& o) {
     std::cout << "# command\n" << join_command(plan.argv) << "\n";
     return 0;
   }
-  return spawn_and_wait(plan, o.verbose);
+  // A doomed job's first rank to give up writes why into this file before the job is aborted
+  // (RANKTIME_STATUS_FILE): mpirun's own message only says that a rank called MPI_Abort.
+  std::string dir_template = (fs::temp_directory_path() / "ranktime-run-XXXXXX").string();
+  const bool have_dir = ::mkdtemp(dir_template.data()) != nullptr;
+  const std::string status_file = have_dir ? dir_template + "/status" : "";
+  if (have_dir) {
+    plan.argv.insert(plan.argv.end() - static_cast<std::ptrdiff_t>(o.command.size()),
+                     {"-x", "RANKTIME_STATUS_FILE=" + status_file});
+  }
+  const int rc = spawn_and_wait(plan, o.verbose);
+  if (have_dir) {
+    std::ifstream in(status_file);
+    std::string reason;
+    if (rc != 0 && std::getline(in, reason)) {
+      std::cerr << "ranktime run: the job was aborted (exit status " << rc << "): " << reason
+                << "\n";
+    }
+    std::error_code ec;
+    fs::remove_all(dir_template, ec);
+  }
+  return rc;
 }
 
 }  // namespace ranktime::cli

@@ -365,6 +365,12 @@ TEST(Faults, ADeadPeerFailsEveryRankNamingItInsteadOfHanging) {
   EXPECT_TRUE(job.rank(2).peer_lost());
   EXPECT_FALSE(job.rank(1).peer_lost());
   EXPECT_FALSE(job.rank(0).hung());
+  // Every rank gave up on the job (an MPI job would now be aborted, not finalised): the survivors
+  // through rank 0's fatal shutdown, rank 2 by itself.
+  for (int r = 0; r < 4; ++r) {
+    job.rank(r).shutdown();
+    EXPECT_TRUE(job.rank(r).doomed()) << "rank " << r;
+  }
 }
 
 // A request that never reaches rank 0 (lost, or cut short and dropped by the decoder) is a stall:
@@ -408,6 +414,11 @@ TEST_P(LostRequest, StallsAndShutsDownNamingTheRankAndTensor) {
                 HasSubstr("stalled for more than RANKTIME_STALL_SHUTDOWN_S: rank 1 did not "
                           "submit 'x'"))
         << "rank " << r;
+  }
+  // A stall shutdown dooms the job on every rank, the stalled one included.
+  for (int r = 0; r < 3; ++r) {
+    job.rank(r).shutdown();
+    EXPECT_TRUE(job.rank(r).doomed()) << "rank " << r;
   }
 }
 
@@ -459,6 +470,11 @@ TEST(Faults, OneRankShuttingDownFailsWhatTheOthersStillWaitFor) {
           .wait();
   EXPECT_THAT(late.message(), HasSubstr("tensor 'z2' was not submitted"));
   EXPECT_THAT(late.message(), Not(HasSubstr("did not run")));
+  // Every rank is still responsive: an ordinary shutdown, MPI would be finalised.
+  for (int r = 0; r < 4; ++r) {
+    job.rank(r).shutdown();
+    EXPECT_FALSE(job.rank(r).doomed()) << "rank " << r;
+  }
 }
 
 }  // namespace

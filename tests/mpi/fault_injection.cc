@@ -6,8 +6,17 @@
 //   exit-early      rank 1 returns from main without shutdown(); the others must get an error
 //   kill            rank VICTIM (default 1) SIGKILLs itself after a few steps, between operations
 //   kill-in-collective  rank VICTIM SIGKILLs itself while the ranks reduce a 32 MiB tensor
+//   stuck-sleep, stuck-busy, stuck-mpi  rank VICTIM never comes back from its own code (a sleep,
+//                   a busy loop, an MPI_Barrier on MPI_COMM_WORLD that the others never join);
+//                   the stall shutdown must end the whole job (prints "PID R <pid>" first)
+//   fail-local      with RANKTIME_TEST_FAIL_LOCAL=1:TENSOR: reduces agree.single alone, then
+//                   agree.fused.0-3 together, then agree.after; prints "OK <name> <value>" for
+//                   each success, "FAILED <name>" before each failure's ERROR line (every tensor's
+//                   elements must equal the number of ranks)
 // Prints "ERROR: <message> [rank R]" for every failed operation and exits 3 if any failed.
+#include <mpi.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -39,6 +48,19 @@ bool allreduce(const std::string& name, int64_t n = 64) {
 }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Two minutes in the user's own code, never calling ranktime: far past any test's bound.
+void get_stuck(const std::string& kind) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  if (kind == "sleep") {
+    std::this_thread::sleep_until(until);
+  } else if (kind == "busy") {
+    volatile uint64_t spins = 0;
+    while (std::chrono::steady_clock::now() < until) ++spins;
+  } else {
+    MPI_Barrier(MPI_COMM_WORLD);  // the other ranks never enter it
+  }
+}
 
 }  // namespace
 
@@ -121,6 +143,33 @@ int main(int argc, char** argv) {
     }
     // Later operations fail at once, with the same reason.
     if (failures) allreduce("after.failure");
+  } else if (mode == "fail-local") {
+    auto reduce = [&](const std::vector<std::string>& names) {
+      std::vector<std::vector<float>> bufs(names.size(), std::vector<float>(16, 1.0f));
+      std::vector<ranktime::Handle> hs;
+      for (size_t i = 0; i < names.size(); ++i) {
+        hs.push_back(ranktime::allreduce_async({bufs[i].data(), ranktime::DataType::kFloat32, {16}},
+                                               names[i]));
+      }
+      for (size_t i = 0; i < names.size(); ++i) {
+        ranktime::Status s = hs[i].wait();
+        if (s.ok()) {
+          std::printf("OK %s %g [rank %d]\n", names[i].c_str(), bufs[i][0], rank);
+        } else {
+          std::printf("FAILED %s [rank %d]\n", names[i].c_str(), rank);
+          report(s);
+        }
+      }
+    };
+    reduce({"agree.single"});
+    reduce({"agree.fused.0", "agree.fused.1", "agree.fused.2", "agree.fused.3"});
+    reduce({"agree.after"});
+  } else if (mode.rfind("stuck-", 0) == 0) {
+    std::printf("PID %d %d\n", rank, static_cast<int>(getpid()));
+    std::fflush(stdout);
+    allreduce("stuck.a");
+    if (rank == victim) get_stuck(mode.substr(6));
+    allreduce("stuck.b");  // the stall shutdown fails it
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;

@@ -162,3 +162,34 @@ def test_dead_rank_fails_the_others_within_the_peer_timeout(ranks, mode, victim,
         assert "RANKTIME_PEER_TIMEOUT_S=3.0" in message, message
         if mode == "kill":
             assert marks[0]["name"] == mark and f"rank {victim} (host " in message, message
+
+
+# One rank's own part of a response fails (RANKTIME_TEST_FAIL_LOCAL injects a failed copy): it
+# still takes part in the collective, and the outcome agreement fails that response on every rank
+# instead of handing the others a result that rank cannot vouch for.
+@pytest.mark.parametrize("ranks", RANKS)
+@pytest.mark.parametrize("target", ["agree.single", "agree.fused.2"])
+def test_a_local_failure_on_one_rank_fails_the_response_on_every_rank(ranks, target):
+    p = run(ranks, "fail-local", {"RANKTIME_TEST_FAIL_LOCAL": f"1:{target}"}, timeout=60)
+    assert p.returncode == 3, p.stdout + p.stderr  # failures reported, the job not aborted
+    errors = errors_by_rank(p.stdout)
+    assert set(errors) == set(range(ranks)), p.stdout + p.stderr
+    for rank, messages in errors.items():
+        for m in messages:
+            if rank == 1:
+                assert "injected by RANKTIME_TEST_FAIL_LOCAL" in m, m
+            else:
+                assert "rank 1's part of this collective failed" in m, m
+    failed = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("FAILED "):
+            name, rank = line.split()[1], int(line.split()[-1][:-1])
+            failed.setdefault(rank, set()).add(name)
+    # Every rank failed the same tensors: the target, and whatever was fused with it.
+    assert target in failed[1], failed
+    assert all(names == failed[1] for names in failed.values()), failed
+    oks = [l.split() for l in p.stdout.splitlines() if l.startswith("OK ")]
+    assert {(o[1], int(o[-1][:-1])) for o in oks if o[1] == "agree.after"} == \
+        {("agree.after", r) for r in range(ranks)}, p.stdout
+    for o in oks:
+        assert float(o[2]) == ranks, o  # every result a rank returned is right

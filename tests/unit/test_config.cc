@@ -46,7 +46,9 @@ const std::vector<std::string> kAllVariables = {"TIMELINE_FILENAME",
                                                 "RANKTIME_STRAGGLER_WARNING_INTERVAL_S",
                                                 "RANKTIME_LOG_LEVEL",
                                                 "RANKTIME_TEST_CLOCK_SKEW_US",
-                                                "RANKTIME_HIERARCHICAL_ALLREDUCE"};
+                                                "RANKTIME_HIERARCHICAL_ALLREDUCE",
+                                                "RANKTIME_TEST_FAIL_LOCAL",
+                                                "RANKTIME_STATUS_FILE"};
 
 std::vector<std::string> described_names(const Config& c) {
   std::vector<std::string> names;

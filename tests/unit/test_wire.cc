@@ -55,6 +55,7 @@ void expect_same(const ResponseList& a, const ResponseList& b) {
   EXPECT_EQ(a.cycle, b.cycle);
   EXPECT_EQ(a.shutdown, b.shutdown);
   EXPECT_EQ(a.shutdown_reason, b.shutdown_reason);
+  EXPECT_EQ(a.fatal, b.fatal);
 }
 
 std::vector<uint8_t> encoded(const WorkerMessage& m) {
@@ -163,6 +164,7 @@ ResponseList rich_response_list() {
   l.cycle = 42;
   l.shutdown = true;
   l.shutdown_reason = "rank 3 called shutdown()";
+  l.fatal = true;
   Response fused;
   fused.op = OpType::kAllreduce;
   fused.reduce_op = ReduceOp::kAverage;

@@ -1,10 +1,10 @@
 // The public API (ranktime.h): the one process-wide runtime handle and thin wrappers over it.
 #include <mpi.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
+#include "backends/mpi/job_abort.h"
 #include "backends/mpi/mpi_world.h"
 #include "core/config.h"
 #include "runtime/runtime.h"
@@ -15,17 +15,14 @@ namespace {
 std::mutex g_mutex;
 std::unique_ptr<Runtime> g_runtime;
 bool g_we_initialized_mpi = false;
-// A runtime gave up on a peer (RANKTIME_PEER_TIMEOUT_S): MPI would wait for the dead rank in
-// MPI_Finalize or in the next init's communicator set-up, so neither happens.
-std::atomic<bool> g_peer_lost{false};
 
 // Shuts `r` down. A runtime whose background thread is stuck in a collective that will never
-// return is leaked: that thread still uses it.
+// return is leaked: that thread still uses it. So is a doomed one: freeing its communicators
+// could wait for the rank it gave up on, and the job is being aborted anyway (job_abort.h).
 void retire(std::unique_ptr<Runtime> r, const std::string& why) {
   if (!r) return;
   r->shutdown(why);
-  if (r->peer_lost()) g_peer_lost = true;
-  if (r->hung()) {
+  if (r->hung() || r->doomed()) {
     r.release();
   } else {
     r.reset();
@@ -39,11 +36,14 @@ std::unique_ptr<Runtime> take_runtime() {
 
 // A process that exits without shutdown() still tells the other ranks (their pending operations
 // fail with a message saying so instead of hanging), and finalises MPI if ranktime started it.
+// A doomed job never finalises (MPI_Finalize would wait for the rank given up on): the process
+// waits for the abort that ends the job, whoever initialised MPI.
 void shutdown_at_exit() {
   retire(take_runtime(), "exited without calling ranktime::shutdown()");
+  if (job_doomed()) await_job_abort();
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (g_we_initialized_mpi && !finalized && !g_peer_lost) MPI_Finalize();
+  if (g_we_initialized_mpi && !finalized) MPI_Finalize();
 }
 
 Runtime& runtime(const char* caller) {
@@ -70,10 +70,10 @@ void init() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized) throw Error("ranktime::init(): MPI has already been finalized in this process");
-  if (g_peer_lost) {
+  if (job_doomed()) {
     throw Error(
-        "ranktime::init(): an earlier runtime in this process lost a peer rank "
-        "(RANKTIME_PEER_TIMEOUT_S); MPI cannot be used with the remaining ranks again");
+        "ranktime::init(): an earlier runtime in this process gave up on another rank (a stall "
+        "shutdown or a lost peer); the job is being aborted");
   }
   if (!initialized) {
     int provided = 0;
@@ -88,7 +88,7 @@ void init() {
                   "; ranktime's background thread needs MPI_THREAD_MULTIPLE");
     }
   }
-  g_runtime = std::make_unique<Runtime>(config, std::make_unique<MpiWorld>());
+  g_runtime = std::make_unique<Runtime>(config, std::make_unique<MpiWorld>(config.status_file));
   static bool registered = false;
   if (!registered) {
     registered = true;

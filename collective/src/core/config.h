@@ -34,6 +34,8 @@ struct Config {
   LogLevel log_level;
   int64_t test_clock_skew_us;
   bool hierarchical_allreduce;
+  std::string status_file;
+  std::string test_fail_local;
 
   // The settings as (variable, value) pairs, for the timeline's run metadata and debug logs.
   std::vector<std::pair<std::string, std::string>> describe() const;

@@ -79,6 +79,9 @@ struct ResponseList {
   int64_t sent_ns = 0;  // rank 0's clock when sent (t0 of ClockEcho)
   int64_t cycle = 0;
   bool shutdown = false;
+  // The shutdown involves a rank that may never answer again (a stall, a lost peer): the job
+  // is doomed and ends by abort, never by a collective finalisation (runtime/job_abort.h).
+  bool fatal = false;
   std::string shutdown_reason;
 };
 

@@ -132,6 +132,11 @@ std::vector<Setting> make_settings() {
               "allreduce within each host, then across hosts (host memory: MPI reduce, leaders' "
               "allreduce, broadcast; GPU: NCCL inside, MPI or NCCL across)")
           .run_switch("--hierarchical-allreduce", "1", "allreduce within each host, then across"),
+      Setting("RANKTIME_TEST_FAIL_LOCAL", &Config::test_fail_local, "",
+              "testing aid: RANK:TENSOR fails that rank's copy of that tensor (outcome agreement)"),
+      // `ranktime run` sets it to a file of its own and prints the file after mpirun returns.
+      Setting("RANKTIME_STATUS_FILE", &Config::status_file, "",
+              "a doomed job's first rank to give up writes why here before the job is aborted"),
   };
 }
 

@@ -146,6 +146,7 @@ void Runtime::on_hang(const std::string& reason, int64_t now) {
     timeline_->close_from_any_thread();  // the background thread will not close it
   }
   queue_.fail_pending(reason);
+  doom(reason);
   {
     std::lock_guard<std::mutex> done(loop_mutex_);  // shutdown() may be waiting for the loop
   }
@@ -264,7 +265,7 @@ bool Runtime::coordinator_step() {
   }
   if (inspector_->due(now) && busy()) {
     if (auto reason = inspector_->inspect(now, *coordinator_, timeline_.get())) {
-      request_shutdown_everywhere(0, std::move(*reason));
+      request_shutdown_everywhere(0, std::move(*reason), /*fatal=*/true);
     }
   }
   const bool shutdown_now = shutdown_from_ >= 0;
@@ -274,6 +275,7 @@ bool Runtime::coordinator_step() {
   list.sent_ns = now;
   list.shutdown = shutdown_now;
   list.shutdown_reason = shutdown_reason_;
+  list.fatal = shutdown_fatal_;
   timeline_->cycle(cycle_, now);
   broadcast(list);
   execute(list, now);
@@ -329,6 +331,7 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
     timeline_->stop();
   }
   finished_ = true;
+  if (list.fatal) doom(list.shutdown_reason);  // after rank 0's timeline is closed
 }
 
 void Runtime::execute_control(const Response& response, const std::vector<TensorEntry*>& entries) {
@@ -396,10 +399,16 @@ void Runtime::fail_everything(const std::string& reason) {
   if (coordinator_) coordinator_->drain();
 }
 
-void Runtime::request_shutdown_everywhere(int from_rank, std::string reason) {
+void Runtime::request_shutdown_everywhere(int from_rank, std::string reason, bool fatal) {
   if (shutdown_from_ >= 0) return;  // the first reason stands
   shutdown_from_ = from_rank;
   shutdown_reason_ = std::move(reason);
+  shutdown_fatal_ = fatal;
+}
+
+void Runtime::doom(const std::string& reason) {
+  if (doomed_.exchange(true)) return;
+  world_->doom(reason);
 }
 
 void Runtime::tend_peers() {
@@ -420,10 +429,11 @@ void Runtime::tend_peers() {
   if (rank() != 0) {
     fail_everything("ranktime has stopped: " + loss->reason);
     finished_ = true;
+    doom(loss->reason);
     return;
   }
   timeline_->instant("PEER_LOST", loss->reason, now);
-  request_shutdown_everywhere(loss->first_rank, loss->reason);
+  request_shutdown_everywhere(loss->first_rank, loss->reason, /*fatal=*/true);
 }
 
 // ---------------------------------------------------------------------------------------------

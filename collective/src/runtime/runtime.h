@@ -13,6 +13,7 @@
 // Backend::enqueue (backends/) -> deliver(): TimelineRecorder (recording/) and complete().
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -70,6 +71,9 @@ class Runtime {
   // The background thread is stuck in a collective the watchdog gave up on: shutdown() returns
   // without it, and the Runtime must be leaked, not destroyed (the thread still uses it).
   bool hung() const { return liveness_->hung(); }
+  // This runtime gave up because of another rank (see World::doom): the process must not
+  // finalise MPI, and the Runtime is leaked, not destroyed (its world's communicators stay).
+  bool doomed() const { return doomed_; }
 
  private:
   // Background thread: the loop, rank 0's and the other ranks' step, execution and completion.
@@ -92,7 +96,10 @@ class Runtime {
   std::vector<Request> take_submitted();
   // Heartbeats and silent peers (RANKTIME_PEER_TIMEOUT_S).
   void tend_peers();
-  void request_shutdown_everywhere(int from_rank, std::string reason);
+  // `fatal`: the reason involves a rank that may never answer (see ResponseList::fatal).
+  void request_shutdown_everywhere(int from_rank, std::string reason, bool fatal = false);
+  // Any thread: gives up on the job (World::doom), once.
+  void doom(const std::string& reason);
   // From the watchdog thread: the collective the background thread is in will not return.
   void on_hang(const std::string& reason, int64_t now_ns);
   timeline::RunMetadata run_metadata(bool mark_cycles) const;
@@ -135,6 +142,7 @@ class Runtime {
   bool timeline_all_ranks_ = true;                     // agreed at start-up (rank 0's setting)
   int shutdown_from_ = -1;                             // rank 0: first rank that asked to shut down
   std::string shutdown_reason_;                        // rank 0: why (sent with the shutdown)
+  bool shutdown_fatal_ = false;                        // rank 0: the shutdown dooms the job
   bool shutdown_announced_ = false;  // this rank told rank 0 (or, on rank 0, everyone)
   int64_t cycle_ = 0;
   std::vector<Negotiation> negotiations_;
@@ -142,6 +150,7 @@ class Runtime {
   bool finished_ = false;
   std::unique_ptr<Liveness> liveness_;
   std::unique_ptr<SignalReport> signals_;  // when the world handles signals
+  std::atomic<bool> doomed_{false};
 
   std::mutex loop_mutex_;
   std::condition_variable loop_done_cv_;

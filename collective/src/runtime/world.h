@@ -41,6 +41,10 @@ class World {
   virtual std::string check_device(int device) const = 0;
   // One runtime per process reacts to SIGINT/SIGTERM (reports what was pending, fails it).
   virtual bool handles_signals() const = 0;
+  // The runtime gave up because of another rank (a stall shutdown, a lost peer, a collective that
+  // never returned): the job cannot end by a collective finalisation. An MPI job is aborted after
+  // a grace period (backends/mpi/job_abort.h); called once, from any thread.
+  virtual void doom(const std::string& /*reason*/) {}
 };
 
 }  // namespace ranktime

@@ -23,7 +23,8 @@ DeviceSet::DeviceSet(MPI_Comm comm, int device, const Clock* clock, const GpuOpt
       clock_(clock),
       deliver_(std::move(deliver)),
       event_clock_(options.clock),
-      reanchor_interval_ns_(options.clock.reanchor_interval_ns) {
+      reanchor_interval_ns_(options.clock.reanchor_interval_ns),
+      test_fail_local_(options.test_fail_local) {
   MPI_Comm_dup(comm, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);

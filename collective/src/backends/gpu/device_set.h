@@ -112,7 +112,8 @@ class DeviceSet {
 
   EventClock event_clock_;  // completion thread only (after construction)
   int64_t reanchor_interval_ns_;
-  int64_t last_end_ns_ = 0;  // completion thread: where the previous job ended
+  std::string test_fail_local_;  // RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h)
+  int64_t last_end_ns_ = 0;      // completion thread: where the previous job ended
   std::mutex anchor_mutex_;
   std::shared_ptr<AnchorEvent> anchor_;
 

@@ -7,6 +7,7 @@
 #include "backends/gpu/device_job.h"
 #include "backends/gpu/device_set.h"
 #include "backends/mpi/mpi_backend.h"
+#include "backends/mpi/outcome.h"
 
 namespace ranktime::gpu {
 
@@ -30,6 +31,7 @@ Status DeviceSet::mark(Job* job, cudaEvent_t* out) {
 void DeviceSet::launch(Job* job) {
   cudaSetDevice(device_);
   Status s = mark(job);  // the job's start: the stream has finished everything before it
+  if (job->status.ok()) job->status = injected_local_fault(test_fail_local_, rank_, job->response);
   // Wait for the producers on the stream, never on the CPU. A failed wait fails this rank's
   // tensors but not the collective, which the other ranks are already in.
   const bool worker_mode = mode_ != GpuMode::kNccl;
@@ -65,8 +67,7 @@ void DeviceSet::launch(Job* job) {
   if (s.ok()) s = buffers;
   // After a failure this rank's result is lost, but it still takes part in the collectives (on
   // whatever its buffers hold), as after a failed wait: the other ranks are in them already.
-  // Their results for this response are then wrong without an error (agreeing on one would cost
-  // another collective per response); this rank's tensors fail. Only a rank without buffers
+  // The agreement below then fails the response on every rank. Only a rank without buffers
   // (allocation failed) cannot take part.
   auto can_take_part = [job](const Step& step) {
     if (!is_collective(step.action)) return false;
@@ -79,6 +80,9 @@ void DeviceSet::launch(Job* job) {
     if (s.ok()) s = done;
   }
   if (!s.ok() && job->status.ok()) job->status = s;
+  // Failures known at launch (waits, copies, allocations) become every rank's; errors the stream
+  // reports only later stay this rank's.
+  job->status = agree_on_outcome(comm_, rank_, job->status, job->response);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job->launched = true;

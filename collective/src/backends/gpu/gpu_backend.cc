@@ -11,6 +11,7 @@ namespace ranktime::gpu {
 GpuOptions gpu_options(const Config& config) {
   GpuOptions o;
   o.hierarchical_allreduce = config.hierarchical_allreduce;
+  o.test_fail_local = config.test_fail_local;
   return o;
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -46,6 +47,8 @@ struct GpuOptions {
   Collectives collectives = Collectives::kAuto;
   // The anchoring of CUDA event times to the host clock (re-anchor interval, drift window).
   EventClockOptions clock;
+  // RANKTIME_TEST_FAIL_LOCAL: a failed ready-event wait on one rank (backends/mpi/outcome.h).
+  std::string test_fail_local;
 };
 GpuOptions gpu_options(const Config& config);
 

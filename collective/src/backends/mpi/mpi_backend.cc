@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstring>
 
+#include "backends/mpi/outcome.h"
 #include "core/log.h"
 
 namespace ranktime {
@@ -77,8 +78,12 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes, bool by_host)
-    : comm_(comm), clock_(clock), chunk_bytes_(chunk_bytes) {
+MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes, bool by_host,
+                       std::string test_fail_local)
+    : comm_(comm),
+      clock_(clock),
+      chunk_bytes_(chunk_bytes),
+      test_fail_local_(std::move(test_fail_local)) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
   if (by_host) {
@@ -212,7 +217,13 @@ void MpiBackend::enqueue(const Response& response, const std::vector<TensorEntry
   c.arrival_ns = arrival_ns;
   c.log.clear();
   c.start_ns = clock_->now_ns();
+  // A rank whose own part failed still runs the collective (the others are in it), then every
+  // rank agrees on the outcome. A barrier moves no data: nothing to vouch for.
+  const Status local = injected_local_fault(test_fail_local_, rank_, response);
   c.status = execute(response, entries, &c.log);
+  if (response.op != OpType::kBarrier) {
+    c.status = agree_on_outcome(comm_, rank_, local.ok() ? c.status : local, response);
+  }
   c.end_ns = clock_->now_ns();
   done_waiting_ = true;
 }

@@ -25,8 +25,9 @@ class MpiBackend final : public Backend {
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
   // `by_host`: allreduce host-aware where the job spans several hosts, one with several ranks
   // (collective over comm when true: every rank of comm must pass the same value).
+  // `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
   MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
-             bool by_host = false);
+             bool by_host = false, std::string test_fail_local = {});
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -60,6 +61,7 @@ class MpiBackend final : public Backend {
   MPI_Comm comm_;
   const Clock* clock_;
   int64_t chunk_bytes_;
+  std::string test_fail_local_;
   int size_ = 1;
   int rank_ = 0;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;

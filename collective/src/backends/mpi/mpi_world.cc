@@ -4,12 +4,21 @@
 #include <unistd.h>
 
 #include "backends/factory.h"
+#include "backends/mpi/job_abort.h"
 #include "backends/mpi/mpi_backend.h"
 #include "core/log.h"
 
 namespace ranktime {
+namespace {
 
-MpiWorld::MpiWorld() {
+// Rank 0 aborts first, after its timeline is closed; the other ranks' later abort is the
+// backstop for a job whose rank 0 is gone.
+constexpr std::chrono::milliseconds kRank0AbortGrace(2000);
+constexpr std::chrono::milliseconds kAbortGrace(4000);
+
+}  // namespace
+
+MpiWorld::MpiWorld(std::string status_file) : status_file_(std::move(status_file)) {
   MPI_Comm_dup(MPI_COMM_WORLD, &control_);
   MPI_Comm_dup(MPI_COMM_WORLD, &data_);
   Placement& p = placement_;
@@ -50,12 +59,18 @@ std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config
                  "RANKTIME_HIERARCHICAL_ALLREDUCE differs between ranks: every rank "
                  "allreduces flat");
   }
-  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk, by_host);
+  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk, by_host,
+                                      config.test_fail_local);
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,
                                                   std::function<void()> wake) {
   return make_device_backend(data_, clock, config, std::move(wake));
+}
+
+void MpiWorld::doom(const std::string& reason) {
+  doom_job(placement_.rank, reason, placement_.rank == 0 ? kRank0AbortGrace : kAbortGrace,
+           status_file_);
 }
 
 std::string MpiWorld::check_device(int device) const { return ranktime::check_device(device); }

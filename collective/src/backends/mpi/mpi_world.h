@@ -13,7 +13,8 @@ namespace ranktime {
 
 class MpiWorld final : public World {
  public:
-  MpiWorld();            // collective over MPI_COMM_WORLD
+  // Collective over MPI_COMM_WORLD; a doomed job's reason goes to `status_file` (if not empty).
+  explicit MpiWorld(std::string status_file = {});
   ~MpiWorld() override;  // frees the communicators unless MPI is finalised
   MpiWorld(const MpiWorld&) = delete;
   MpiWorld& operator=(const MpiWorld&) = delete;
@@ -25,12 +26,14 @@ class MpiWorld final : public World {
                                           std::function<void()> wake) override;
   std::string check_device(int device) const override;
   bool handles_signals() const override { return true; }
+  void doom(const std::string& reason) override;
 
  private:
   MPI_Comm control_ = MPI_COMM_NULL;  // negotiation messages
   MPI_Comm data_ = MPI_COMM_NULL;     // the collectives themselves
   Placement placement_;
   std::unique_ptr<MpiChannel> channel_;
+  std::string status_file_;
 };
 
 }  // namespace ranktime
