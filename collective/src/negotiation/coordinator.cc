@@ -13,6 +13,7 @@ namespace {
 // slot was reused names no tensor rather than the wrong one.
 constexpr int kSlotBits = 20;
 constexpr uint32_t kSlotMask = (uint32_t{1} << kSlotBits) - 1;
+constexpr int64_t kMissing = INT64_MIN;
 
 std::string duplicate_message(const std::string& name, int rank) {
   return "tensor '" + name + "': rank " + std::to_string(rank) +
@@ -62,13 +63,18 @@ Request Coordinator::materialize(const Request& cached, int64_t ready_ns) const 
 // requests become full ones, so that validation sees every rank's request as today.
 void Coordinator::move_to_table(Slot& slot) {
   slot.in_table = true;
-  if (slot.count == 0) return;
-  slot.count = 0;
+  const size_t index = static_cast<size_t>(&slot - slots_.data());
+  sync_fast(index);
+  if (counts_[index] == 0) return;
+  counts_[index] = 0;
+  first_ready_[index] = INT64_MAX;
   --pending_cached_;
   for (int r = 0; r < size_; ++r) {
-    if (!slot.have[r]) continue;
-    slot.have[r] = 0;
-    add(r, materialize(slot.request, slot.ready_ns[r]));
+    int64_t& cell = ready_row(r)[index];
+    if (cell == kMissing) continue;
+    const int64_t ready = cell;
+    cell = kMissing;
+    add(r, materialize(slot.request, ready));
   }
   if (!slot.duplicate_error.empty()) {
     table_[slot.request.name].duplicate_error = std::move(slot.duplicate_error);
@@ -76,36 +82,48 @@ void Coordinator::move_to_table(Slot& slot) {
   }
 }
 
-std::string Coordinator::add_cached(int rank, uint32_t id, int64_t ready_ns,
-                                    uint64_t evictions_seen) {
+std::string Coordinator::add_cached(int rank, const uint32_t* ids, const int64_t* ready_ns,
+                                    size_t count, uint64_t evictions_seen) {
   seen_[rank] = std::max(seen_[rank], evictions_seen);
-  Slot* slot = slot_of(id);
-  if (slot == nullptr) {
-    for (const Retired& r : retired_) {
-      if (r.id == id && evictions_seen < r.eviction) {
-        // Evicted after the rank sent it: negotiate it in full.
-        add(rank, materialize(r.request, ready_ns));
-        return "";
-      }
+  std::string error;
+  int64_t* row = ready_row(rank);
+  for (size_t i = 0; i < count; ++i) {
+    // The hot path of a steady step: one short run of writes per message.
+    const size_t index = static_cast<size_t>((ids[i] & kSlotMask)) - 1;  // 0 wraps: slow path
+    if (index >= fast_ids_.size() || fast_ids_[index] != ids[i]) {
+      add_cached_slow(rank, ids[i], ready_ns[i], evictions_seen, &error);
+      continue;
     }
-    return "rank " + std::to_string(rank) + " sent response cache id " + std::to_string(id) +
-           ", which rank 0 does not know (never given or already evicted); request dropped";
+    int64_t& cell = row[index];
+    if (cell != kMissing) {
+      slots_[index].duplicate_error = duplicate_message(slots_[index].request.name, rank);
+      continue;
+    }
+    cell = std::max(ready_ns[i], kMissing + 1);
+    first_ready_[index] = std::min(first_ready_[index], cell);
+    if (counts_[index]++ == 0) ++pending_cached_;
+    if (counts_[index] == size_) completed_.push_back(Done{static_cast<int32_t>(index), {}});
   }
-  if (slot->in_table) {
+  return error;
+}
+
+void Coordinator::add_cached_slow(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen,
+                                  std::string* error) {
+  if (Slot* slot = slot_of(id)) {  // negotiated in full this time: join it
     add(rank, materialize(slot->request, ready_ns));
-    return "";
+    return;
   }
-  if (slot->have[rank]) {
-    slot->duplicate_error = duplicate_message(slot->request.name, rank);
-    return "";
+  for (const Retired& r : retired_) {
+    if (r.id == id && evictions_seen < r.eviction) {
+      // Evicted after the rank sent it: negotiate it in full.
+      add(rank, materialize(r.request, ready_ns));
+      return;
+    }
   }
-  slot->have[rank] = 1;
-  slot->ready_ns[rank] = ready_ns;
-  slot->first_ready_ns = std::min(slot->first_ready_ns, ready_ns);
-  if (slot->count == 0) ++pending_cached_;
-  if (++slot->count == size_)
-    completed_.push_back(Done{static_cast<int32_t>(slot - &slots_[0]), {}});
-  return "";
+  if (error->empty()) {
+    *error = "rank " + std::to_string(rank) + " sent response cache id " + std::to_string(id) +
+             ", which rank 0 does not know (never given or already evicted); request dropped";
+  }
 }
 
 uint32_t Coordinator::cached_id(const Request& q) const {
@@ -131,6 +149,7 @@ uint32_t Coordinator::cache(const Request& q0, uint32_t tensor_id, int64_t bytes
   if (it != slot_of_name_.end()) {
     slot = &slots_[(it->second & kSlotMask) - 1];
     slot->in_table = false;
+    sync_fast(static_cast<size_t>(slot - slots_.data()));
     if (same_request(slot->request, q0)) {
       slot->last_used = ++uses_;
       return slot->id;
@@ -139,12 +158,12 @@ uint32_t Coordinator::cache(const Request& q0, uint32_t tensor_id, int64_t bytes
     slot = &slots_[free_slots_.back()];
     free_slots_.pop_back();
   } else if (slots_.size() < capacity_) {
-    slots_.emplace_back();
-    slot = &slots_.back();
+    slot = &slots_[new_slot()];
   } else {
     // Evict the least recently used slot that nobody is negotiating.
-    for (Slot& s : slots_) {
-      if (s.count == 0 && !s.in_table && (slot == nullptr || s.last_used < slot->last_used)) {
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (counts_[i] == 0 && !s.in_table && (slot == nullptr || s.last_used < slot->last_used)) {
         slot = &s;
       }
     }
@@ -161,12 +180,29 @@ uint32_t Coordinator::cache(const Request& q0, uint32_t tensor_id, int64_t bytes
   slot->bytes = bytes;
   slot->last_used = ++uses_;
   slot->in_table = false;
-  slot->ready_ns.assign(size_, 0);
-  slot->have.assign(size_, 0);
-  slot->count = 0;
-  slot->first_ready_ns = INT64_MAX;
+  sync_fast(static_cast<size_t>(slot - slots_.data()));
   slot_of_name_[q0.name] = slot->id;
   return slot->id;
+}
+
+// A new slot at the end, and room for it in ready_ (re-laid out with twice the stride).
+size_t Coordinator::new_slot() {
+  const size_t index = slots_.size();
+  slots_.emplace_back();
+  counts_.push_back(0);
+  first_ready_.push_back(INT64_MAX);
+  fast_ids_.push_back(0);
+  if (slots_.size() > stride_) {
+    const size_t stride = std::min(std::max<size_t>(16, stride_ * 2), capacity_);
+    std::vector<int64_t> ready(static_cast<size_t>(size_) * stride, kMissing);
+    for (int r = 0; r < size_; ++r) {
+      std::copy(ready_row(r), ready_row(r) + stride_,
+                ready.data() + static_cast<size_t>(r) * stride);
+    }
+    ready_.swap(ready);
+    stride_ = stride;
+  }
+  return index;
 }
 
 void Coordinator::uncache(const std::string& name) {
@@ -176,6 +212,7 @@ void Coordinator::uncache(const std::string& name) {
   Slot& slot = slots_[index];
   slot.id = 0;
   slot.in_table = false;
+  sync_fast(index);
   slot.request = Request();
   free_slots_.push_back(index);
   slot_of_name_.erase(it);
@@ -198,14 +235,22 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
   singles.reserve(completed_.size());
   bytes.reserve(completed_.size());
   std::vector<Request> by_rank;
+  struct Gather {
+    size_t negotiation;
+    size_t slot;
+  };
+  std::vector<Gather> gather;  // cached negotiations: ready times to copy out of ready_
   for (Done& done : completed_) {
     Response s;
     Negotiation n;
     if (done.slot >= 0) {
       // Through the cache: every rank sent the request that was validated when it was cached.
-      Slot& slot = slots_[done.slot];
-      if (slot.count != size_) continue;  // moved to table_ by a duplicate full request
+      const size_t index = static_cast<size_t>(done.slot);
+      Slot& slot = slots_[index];
+      if (counts_[index] != size_) continue;  // moved to table_ by a duplicate full request
       --pending_cached_;
+      counts_[index] = 0;
+      first_ready_[index] = INT64_MAX;
       const Request& q = slot.request;
       s.op = q.op;
       s.reduce_op = q.reduce_op;
@@ -221,10 +266,8 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       n.tensor_id = slot.tensor_id;
       n.op = q.op;
       n.error = s.error;
-      n.ready_ns = slot.ready_ns;
-      std::fill(slot.have.begin(), slot.have.end(), 0);
-      slot.count = 0;
-      slot.first_ready_ns = INT64_MAX;
+      n.ready_ns.resize(size_);
+      gather.push_back({negotiations->size(), index});
       bytes.push_back(slot.bytes);
       if (s.error.empty()) {
         slot.last_used = ++uses_;
@@ -270,6 +313,16 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
     singles.push_back(std::move(s));
   }
   completed_.clear();
+  // Row by row: each rank's times are one short run, each negotiation's vector is filled in order.
+  if (!gather.empty()) {
+    for (int r = 0; r < size_; ++r) {
+      int64_t* row = ready_row(r);
+      for (const Gather& g : gather) {
+        (*negotiations)[g.negotiation].ready_ns[r] = row[g.slot];
+        row[g.slot] = kMissing;
+      }
+    }
+  }
   retire_seen();
   return plan_fusion(singles, bytes, options);
 }
@@ -284,11 +337,11 @@ std::vector<Coordinator::Stalled> Coordinator::stalled(int64_t older_than_ns) co
     }
     out.push_back(std::move(s));
   }
-  for (const Slot& slot : slots_) {
-    if (slot.count == 0 || slot.first_ready_ns > older_than_ns) continue;
-    Stalled s{slot.request.name, {}, slot.first_ready_ns};
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (counts_[i] == 0 || first_ready_[i] > older_than_ns) continue;
+    Stalled s{slots_[i].request.name, {}, first_ready_[i]};
     for (int r = 0; r < size_; ++r) {
-      if (!slot.have[r]) s.missing_ranks.push_back(r);
+      if (ready_[static_cast<size_t>(r) * stride_ + i] == kMissing) s.missing_ranks.push_back(r);
     }
     out.push_back(std::move(s));
   }
@@ -305,14 +358,15 @@ std::vector<std::string> Coordinator::drain() {
   table_.clear();
   completed_.clear();
   pending_cached_ = 0;
-  for (Slot& slot : slots_) {
-    if (slot.count > 0) names.push_back(slot.request.name);
-    std::fill(slot.have.begin(), slot.have.end(), 0);
-    slot.count = 0;
-    slot.first_ready_ns = INT64_MAX;
-    slot.in_table = false;
-    slot.duplicate_error.clear();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (counts_[i] > 0) names.push_back(slots_[i].request.name);
+    counts_[i] = 0;
+    first_ready_[i] = INT64_MAX;
+    slots_[i].in_table = false;
+    sync_fast(i);
+    slots_[i].duplicate_error.clear();
   }
+  std::fill(ready_.begin(), ready_.end(), kMissing);
   return names;
 }
 

@@ -38,11 +38,15 @@ class Coordinator {
   // rank already has pending is recorded as an error on that tensor.
   void add(int rank, Request request);
 
-  // Adds `rank`'s cached request: cache id and ready time (on rank 0's clock). `evictions_seen`:
-  // from the rank's message (WorkerMessage). Returns "" or, for an id rank 0 does not know (never
-  // given, or evicted before the rank could have known), an error naming the rank and the id;
-  // nothing is added then.
-  std::string add_cached(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen);
+  // Adds `rank`'s cached requests: cache ids and ready times (on rank 0's clock), `count` of
+  // each. `evictions_seen`: from the rank's message (WorkerMessage). Returns "" or, for an id rank
+  // 0 does not know (never given, or evicted before the rank could have known), an error naming
+  // the rank and the id; that entry is not added, the others are.
+  std::string add_cached(int rank, const uint32_t* ids, const int64_t* ready_ns, size_t count,
+                         uint64_t evictions_seen);
+  std::string add_cached(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen) {
+    return add_cached(rank, &id, &ready_ns, 1, evictions_seen);
+  }
 
   // Rank 0's own requests: the cache id when `q` matches the cache, else 0.
   uint32_t cached_id(const Request& q) const;
@@ -77,8 +81,8 @@ class Coordinator {
     int64_t first_ready_ns = INT64_MAX;
     std::string duplicate_error;
   };
-  // A cached tensor: its validated request (rank 0's) and, while negotiated through the cache,
-  // each rank's ready time.
+  // A cached tensor: its validated request (rank 0's). Its ranks' ready times while it is
+  // negotiated through the cache are in ready_, its count in counts_.
   struct Slot {
     uint32_t id = 0;  // 0: free
     Request request;
@@ -86,10 +90,6 @@ class Coordinator {
     int64_t bytes = 0;
     uint64_t last_used = 0;
     bool in_table = false;  // a full request for this name is pending in table_: join it there
-    std::vector<int64_t> ready_ns;
-    std::vector<char> have;
-    int count = 0;
-    int64_t first_ready_ns = INT64_MAX;
     std::string duplicate_error;
   };
   // An evicted slot's request, kept until every rank has seen the eviction.
@@ -105,6 +105,10 @@ class Coordinator {
   };
 
   Slot* slot_of(uint32_t id);
+  void add_cached_slow(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen,
+                       std::string* error);
+  int64_t* ready_row(int rank) { return ready_.data() + static_cast<size_t>(rank) * stride_; }
+  size_t new_slot();
   Request materialize(const Request& cached, int64_t ready_ns) const;
   void move_to_table(Slot& slot);
   // After a full negotiation: caches `q0`'s tensor (or refreshes it); returns its id, 0 if none.
@@ -128,6 +132,16 @@ class Coordinator {
   std::vector<Retired> retired_;  // oldest first
   std::vector<uint64_t> seen_;    // per rank: the largest evictions_seen it reported
   size_t pending_cached_ = 0;     // slots with a negotiation under way
+  // Per slot: how many ranks have sent it, the earliest ready time.
+  std::vector<int> counts_;
+  std::vector<int64_t> first_ready_;
+  // Per slot: its id while cached requests may go straight into ready_ (not in table_), else 0.
+  std::vector<uint32_t> fast_ids_;
+  void sync_fast(size_t i) { fast_ids_[i] = slots_[i].in_table ? 0 : slots_[i].id; }
+  // Ready times by rank, then slot (kMissing: not yet): a rank's message writes one short run
+  // of memory, and take_ready reads them row by row. stride_ slots per rank.
+  std::vector<int64_t> ready_;
+  size_t stride_ = 0;
 };
 
 }  // namespace ranktime
