@@ -20,6 +20,21 @@ std::string duplicate_message(const std::string& name, int rank) {
          " submitted it twice while in flight";
 }
 
+// One tensor's response, with rank 0's request's fields.
+Response single_response(const Request& q, uint32_t tensor_id) {
+  Response s;
+  s.op = q.op;
+  s.reduce_op = q.reduce_op;
+  s.dtype = q.dtype;
+  s.device = q.device;
+  s.root = q.root;
+  s.flags = q.flags;
+  s.argument = q.argument;
+  s.names.push_back(q.name);
+  s.tensor_ids.push_back(tensor_id);
+  return s;
+}
+
 }  // namespace
 
 Coordinator::Coordinator(int size, TensorIds* ids, size_t cache_capacity)
@@ -252,15 +267,7 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       counts_[index] = 0;
       first_ready_[index] = INT64_MAX;
       const Request& q = slot.request;
-      s.op = q.op;
-      s.reduce_op = q.reduce_op;
-      s.dtype = q.dtype;
-      s.device = q.device;
-      s.root = q.root;
-      s.flags = q.flags;
-      s.argument = q.argument;
-      s.names.push_back(q.name);
-      s.tensor_ids.push_back(slot.tensor_id);
+      s = single_response(q, slot.tensor_id);
       s.error = std::move(slot.duplicate_error);
       slot.duplicate_error.clear();
       n.tensor_id = slot.tensor_id;
@@ -282,15 +289,7 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       by_rank.clear();
       for (auto& q : e.by_rank) by_rank.push_back(std::move(*q));
       const Request& q0 = by_rank[0];
-      s.op = q0.op;
-      s.reduce_op = q0.reduce_op;
-      s.dtype = q0.dtype;
-      s.device = q0.device;
-      s.root = q0.root;
-      s.flags = q0.flags;
-      s.argument = q0.argument;
-      s.names.push_back(done.name);
-      s.tensor_ids.push_back(ids_->id_of(done.name));
+      s = single_response(q0, ids_->id_of(done.name));
       s.error = e.duplicate_error.empty() ? validate_requests(by_rank) : e.duplicate_error;
       if (s.error.empty() && s.op == OpType::kAllgather) {
         for (const Request& q : by_rank) s.first_dims.push_back(q.shape[0]);
