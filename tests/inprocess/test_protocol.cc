@@ -3,11 +3,13 @@
 // ranks: exact results for every op, dtype and reduction, fused and unfused; mismatches that fail
 // one tensor everywhere; readiness ticks on rank 0's clock despite skewed clocks. With faults:
 // delayed links, a straggler, a dead peer, a lost or corrupt request, a corrupt response list,
-// one rank shutting down.
+// one rank shutting down. The response cache over many steps (every tick kept, results exact,
+// a shape change's message, an unknown id).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -270,6 +272,148 @@ TEST_P(Ranks, ReadinessTicksOfSkewedRanksAreAlignedOnRankZerosClock) {
   for (int r = 0; r < size; ++r) every_rank.insert(std::to_string(r));
   EXPECT_EQ(ticked, every_rank);
   std::filesystem::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The response cache in steady state
+
+// The process id of each tensor's lane group in a trace, by name.
+std::map<std::string, int> tensor_pids(const nlohmann::json& trace) {
+  std::map<std::string, int> out;
+  for (const auto& e : trace) {
+    if (e["ph"] == "M" && e["name"] == "process_name") out[e["args"]["name"]] = e["pid"];
+  }
+  return out;
+}
+
+class CachedSteps : public ::testing::TestWithParam<int> {};
+
+INSTANTIATE_TEST_SUITE_P(TwoToSixteen, CachedSteps, ::testing::Values(2, 5, 16),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return std::to_string(p.param) + "_ranks";
+                         });
+
+// Many steps of the same tensors, submitted in a random order per rank and step: every tensor
+// goes in full once, then as cache ids only; results stay exact and the trace keeps every
+// rank's readiness tick in every negotiation.
+TEST_P(CachedSteps, KeepEveryTickAndExactResults) {
+  const int size = GetParam();
+  constexpr int kTensors = 12, kSteps = 25;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("ranktime_cache_" + std::to_string(getpid()) + "_" + std::to_string(size));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "t.json").string();
+  std::atomic<int64_t> full{0}, cached{0};
+  {
+    InProcessJob job(
+        size,
+        [&](int) {
+          return config_of({{"TIMELINE_FILENAME", path}});
+        },
+        [&](MemoryHub& hub) {
+          hub.set_faults([&](int, int to, const std::vector<uint8_t>& message) {
+            if (to == 0) {
+              const WorkerMessage m = decode_worker_message(message.data(), message.size());
+              full += static_cast<int64_t>(m.requests.size());
+              cached += static_cast<int64_t>(m.cached_ids.size());
+            }
+            return MessageFate{};
+          });
+        });
+    job.on_every_rank([&](int r, Runtime& rt) {
+      std::mt19937 rng(1000 + r);
+      std::vector<int> order(kTensors);
+      for (int t = 0; t < kTensors; ++t) order[t] = t;
+      std::vector<std::vector<int64_t>> data(kTensors, std::vector<int64_t>(3));
+      for (int k = 0; k < kSteps; ++k) {
+        std::shuffle(order.begin(), order.end(), rng);
+        std::vector<Handle> handles;
+        for (int t : order) {
+          std::fill(data[t].begin(), data[t].end(), r + t + k);
+          handles.push_back(rt.submit(OpType::kAllreduce, {data[t].data(), DataType::kInt64, {3}},
+                                      "cached." + std::to_string(t)));
+        }
+        for (Handle& h : handles) ASSERT_TRUE(h.wait().ok());
+        for (int t = 0; t < kTensors; ++t) {
+          ASSERT_EQ(data[t][2], int64_t{size} * (size - 1) / 2 + int64_t{size} * (t + k))
+              << "rank " << r << " step " << k << " tensor " << t;
+        }
+      }
+    });
+  }
+  // Every worker sent each tensor in full once, then only its id.
+  EXPECT_EQ(full.load(), int64_t{kTensors} * (size - 1));
+  EXPECT_EQ(cached.load(), int64_t{kTensors} * (size - 1) * (kSteps - 1));
+
+  std::ifstream in(path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  const std::map<std::string, int> pids = tensor_pids(trace);
+  for (int t = 0; t < kTensors; ++t) {
+    const std::string name = "cached." + std::to_string(t);
+    ASSERT_TRUE(pids.count(name)) << name;
+    std::map<std::string, int> ticks;  // per rank
+    for (const auto& e : trace) {
+      if (e["ph"] == "X" && e["pid"] == pids.at(name) && e["tid"] == 0) {
+        ++ticks[e["name"].get<std::string>()];
+      }
+    }
+    for (int r = 0; r < size; ++r) {
+      EXPECT_EQ(ticks[std::to_string(r)], kSteps) << name << " rank " << r;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A shape change after many cached steps fails that tensor with the message it always had; the
+// next step negotiates it in full again and succeeds.
+TEST(CachedSteps, AShapeChangeInSteadyStateGivesTheSameErrorAsBefore) {
+  InProcessJob job(4);
+  job.on_every_rank([&](int r, Runtime& rt) {
+    for (int k = 0; k < 8; ++k) {
+      const bool change = k == 5 && r == 1;
+      std::vector<float> v(change ? 5 : 4, 1.0f);
+      const Status s =
+          rt.submit(OpType::kAllreduce, {v.data(), DataType::kFloat32, {int64_t(v.size())}}, "w")
+              .wait();
+      if (k == 5) {
+        EXPECT_EQ(s.message(),
+                  "tensor 'w': shape differs between ranks: [4] on ranks 0,2,3; [5] on rank 1");
+      } else {
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(v[0], 4.0f);
+      }
+    }
+  });
+}
+
+// A forged message naming a cache id rank 0 never gave: every rank fails naming the sender.
+TEST(CachedSteps, AnUnknownCacheIdFailsEveryRankNamingTheSender) {
+  std::atomic<bool> forged{false};
+  InProcessJob job(3, {}, [&](MemoryHub& hub) {
+    hub.set_faults([&](int from, int to, const std::vector<uint8_t>& message) {
+      MessageFate fate;
+      if (from != 1 || to != 0 || forged) return fate;
+      WorkerMessage m = decode_worker_message(message.data(), message.size());
+      if (m.cached_ids.empty()) return fate;
+      m.cached_ids[0] = 0xdeadbeef;
+      encode(m, &fate.replace);
+      forged = true;
+      return fate;
+    });
+  });
+  std::vector<Status> results(3);
+  job.on_every_rank([&](int r, Runtime& rt) {
+    for (int k = 0; k < 2; ++k) {
+      std::vector<float> v(2, 1.0f);
+      results[r] = rt.submit(OpType::kAllreduce, {v.data(), DataType::kFloat32, {2}}, "x").wait();
+    }
+  });
+  EXPECT_TRUE(forged);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(results[r].message(),
+                HasSubstr("rank 1 sent response cache id 3735928559, which rank 0 does not know"))
+        << "rank " << r;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -299,6 +299,29 @@ TEST(Collectives, AsyncHandlesCompleteIndependently) {
   EXPECT_EQ(c[29], 3 * size);
 }
 
+// After many steps negotiated through the response cache, one rank's shape change fails the
+// tensor with the message it had without the cache (mpi_collectives_no_cache_3 runs this with
+// RANKTIME_CACHE_CAPACITY=0); the next step is negotiated in full again and runs.
+TEST(Errors, AShapeChangeInSteadyStateGivesTheSameErrorAsWithoutTheCache) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  if (size < 2) GTEST_SKIP() << "a mismatch needs two ranks";
+  std::string others = size == 2 ? "rank 0" : "ranks 0";
+  for (int r = 2; r < size; ++r) others += "," + std::to_string(r);
+  for (int k = 0; k < 10; ++k) {
+    std::vector<float> x(k == 6 && rank == 1 ? 5 : 4, float(k));
+    ranktime::Status s =
+        ranktime::allreduce_async({x.data(), DataType::kFloat32, {int64_t(x.size())}}, "steady.w")
+            .wait();
+    if (k == 6) {
+      EXPECT_EQ(s.message(), "tensor 'steady.w': shape differs between ranks: [4] on " + others +
+                                 "; [5] on rank 1");
+    } else {
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(x[3], float(k * size));
+    }
+  }
+}
+
 // A mismatch fails that tensor on every rank with a message naming the tensor, the field and the
 // ranks' values; the runtime keeps working for later tensors.
 TEST(Errors, MismatchFailsTheTensorOnEveryRankOnly) {

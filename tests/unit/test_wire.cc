@@ -24,8 +24,8 @@ auto fields(const Request& q) {
 }
 
 auto fields(const Response& s) {
-  return std::tie(s.op, s.reduce_op, s.dtype, s.device, s.root, s.names, s.tensor_ids, s.first_dims,
-                  s.flags, s.argument, s.error);
+  return std::tie(s.op, s.reduce_op, s.dtype, s.device, s.root, s.names, s.tensor_ids, s.cache_ids,
+                  s.first_dims, s.flags, s.argument, s.error);
 }
 
 void expect_same(const WorkerMessage& a, const WorkerMessage& b) {
@@ -44,6 +44,9 @@ void expect_same(const WorkerMessage& a, const WorkerMessage& b) {
   EXPECT_EQ(a.shutdown_why, b.shutdown_why);
   EXPECT_EQ(a.final, b.final);
   EXPECT_EQ(a.timeline_ack, b.timeline_ack);
+  EXPECT_EQ(a.cached_ids, b.cached_ids);
+  EXPECT_EQ(a.cached_ready_ns, b.cached_ready_ns);
+  EXPECT_EQ(a.evictions_seen, b.evictions_seen);
 }
 
 void expect_same(const ResponseList& a, const ResponseList& b) {
@@ -56,6 +59,7 @@ void expect_same(const ResponseList& a, const ResponseList& b) {
   EXPECT_EQ(a.shutdown, b.shutdown);
   EXPECT_EQ(a.shutdown_reason, b.shutdown_reason);
   EXPECT_EQ(a.fatal, b.fatal);
+  EXPECT_EQ(a.cache_evicted, b.cache_evicted);
 }
 
 std::vector<uint8_t> encoded(const WorkerMessage& m) {
@@ -155,6 +159,9 @@ WorkerMessage rich_worker_message() {
   m.shutdown = true;
   m.shutdown_why = "exited without calling ranktime::shutdown()";
   m.timeline_ack = true;
+  m.cached_ids = {1, 0xffffffff};
+  m.cached_ready_ns = {-7, INT64_MAX};
+  m.evictions_seen = 0x0102030405060708;
   return m;
 }
 
@@ -171,7 +178,9 @@ ResponseList rich_response_list() {
   fused.dtype = DataType::kFloat16;
   fused.names = {"a", "b", "ccc", ""};
   fused.tensor_ids = {1, 2, 3, 0xffffffff};
+  fused.cache_ids = {0, 0x100001, 7, 0xffffffff};
   l.responses.push_back(fused);
+  l.cache_evicted = {0x200001, 3};
   Response gather;
   gather.op = OpType::kAllgather;
   gather.dtype = DataType::kUInt8;
@@ -393,7 +402,7 @@ uint32_t get_u32(const std::vector<uint8_t>& bytes, size_t at) {
 // A worker message holding one request named "x" with shape [4] and no records. Offsets count
 // from the end, which is laid out as: ... request count 4 | name len 2, "x" 1 | op, reduce_op,
 // dtype | device 4, root 4, flags 1 | shape count 4, dim 8 | ready_ns 8 | argument len 4 |
-// error len 4 | record count 4.
+// error len 4 | cached id count 4 | cached ready count 4 | evictions_seen 8 | record count 4.
 std::vector<uint8_t> one_request_message() {
   WorkerMessage m;
   Request q;
@@ -407,11 +416,13 @@ std::vector<uint8_t> one_request_message() {
 }
 
 constexpr size_t kRecordCountFromEnd = 4;
-constexpr size_t kErrorLenFromEnd = 8;
-constexpr size_t kArgumentLenFromEnd = 12;
-constexpr size_t kShapeCountFromEnd = 32;
-constexpr size_t kOpFromEnd = 44;
-constexpr size_t kRequestCountFromEnd = 51;
+constexpr size_t kCachedReadyCountFromEnd = 16;
+constexpr size_t kCachedIdsCountFromEnd = 20;
+constexpr size_t kErrorLenFromEnd = 24;
+constexpr size_t kArgumentLenFromEnd = 28;
+constexpr size_t kShapeCountFromEnd = 48;
+constexpr size_t kOpFromEnd = 60;
+constexpr size_t kRequestCountFromEnd = 67;
 
 TEST(Wire, WorkerLayoutIsWhatTheCorruptionTestsAssume) {
   auto bytes = one_request_message();
@@ -423,6 +434,8 @@ TEST(Wire, WorkerLayoutIsWhatTheCorruptionTestsAssume) {
   EXPECT_EQ(get_u32(bytes, end - kShapeCountFromEnd), 1u);
   EXPECT_EQ(get_u32(bytes, end - kArgumentLenFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kErrorLenFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kCachedIdsCountFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kCachedReadyCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kRecordCountFromEnd), 0u);
 }
 
@@ -450,6 +463,10 @@ TEST(Wire, WorkerHugeCountsThrow) {
                                                      {kArgumentLenFromEnd, 1},
                                                      {kErrorLenFromEnd, 0xffffffff},
                                                      {kErrorLenFromEnd, (1 << 24) + 1},
+                                                     {kCachedIdsCountFromEnd, 0xffffffff},
+                                                     {kCachedIdsCountFromEnd, 1},
+                                                     {kCachedReadyCountFromEnd, 0xffffffff},
+                                                     {kCachedReadyCountFromEnd, 1},
                                                      {kRecordCountFromEnd, 0xffffffff},
                                                      {kRecordCountFromEnd, 1}};
   for (auto [from_end, value] : corruptions) {
@@ -494,15 +511,17 @@ Response two_name_response() {
 
 // A response list holding two_name_response(). Offsets count from the end, which is laid out as:
 // ... response count 4 | op, reduce_op, dtype | device 4, root 4, flags 1 | name count 4 |
-// "p" 2+1, "q" 2+1 | tensor_ids count 4, ids 8 | first_dims count 4, dim 8 | argument len 4 |
-// error len 4.
-constexpr size_t kResponseErrorLenFromEnd = 4;
-constexpr size_t kResponseArgumentLenFromEnd = 8;
-constexpr size_t kFirstDimsCountFromEnd = 20;
-constexpr size_t kTensorIdsCountFromEnd = 32;
-constexpr size_t kNameCountFromEnd = 42;
-constexpr size_t kResponseOpFromEnd = 54;
-constexpr size_t kResponseCountFromEnd = 58;
+// "p" 2+1, "q" 2+1 | tensor_ids count 4, ids 8 | cache_ids count 4 | first_dims count 4, dim 8 |
+// argument len 4 | error len 4 | evicted count 4.
+constexpr size_t kEvictedCountFromEnd = 4;
+constexpr size_t kResponseErrorLenFromEnd = 8;
+constexpr size_t kResponseArgumentLenFromEnd = 12;
+constexpr size_t kFirstDimsCountFromEnd = 24;
+constexpr size_t kCacheIdsCountFromEnd = 28;
+constexpr size_t kTensorIdsCountFromEnd = 40;
+constexpr size_t kNameCountFromEnd = 50;
+constexpr size_t kResponseOpFromEnd = 62;
+constexpr size_t kResponseCountFromEnd = 66;
 
 TEST(Wire, ResponseLayoutIsWhatTheCorruptionTestsAssume) {
   auto bytes = one_response_list(two_name_response());
@@ -516,6 +535,8 @@ TEST(Wire, ResponseLayoutIsWhatTheCorruptionTestsAssume) {
   EXPECT_EQ(get_u32(bytes, end - kFirstDimsCountFromEnd), 1u);
   EXPECT_EQ(get_u32(bytes, end - kResponseArgumentLenFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kResponseErrorLenFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kCacheIdsCountFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kEvictedCountFromEnd), 0u);
 }
 
 TEST(Wire, ResponseEnumsOutOfRangeThrow) {
@@ -532,12 +553,19 @@ TEST(Wire, ResponseEnumsOutOfRangeThrow) {
 }
 
 TEST(Wire, ResponseHugeCountsThrow) {
-  const std::pair<size_t, uint32_t> corruptions[] = {
-      {kResponseCountFromEnd, 0xffffffff},   {kResponseCountFromEnd, 2},
-      {kNameCountFromEnd, 0xffffffff},       {kNameCountFromEnd, 1},
-      {kTensorIdsCountFromEnd, 0xffffffff},  {kFirstDimsCountFromEnd, 0xffffffff},
-      {kFirstDimsCountFromEnd, 2},           {kResponseArgumentLenFromEnd, (1 << 20) + 1},
-      {kResponseErrorLenFromEnd, 0xffffffff}};
+  const std::pair<size_t, uint32_t> corruptions[] = {{kResponseCountFromEnd, 0xffffffff},
+                                                     {kResponseCountFromEnd, 2},
+                                                     {kNameCountFromEnd, 0xffffffff},
+                                                     {kNameCountFromEnd, 1},
+                                                     {kTensorIdsCountFromEnd, 0xffffffff},
+                                                     {kFirstDimsCountFromEnd, 0xffffffff},
+                                                     {kFirstDimsCountFromEnd, 2},
+                                                     {kResponseArgumentLenFromEnd, (1 << 20) + 1},
+                                                     {kResponseErrorLenFromEnd, 0xffffffff},
+                                                     {kCacheIdsCountFromEnd, 1},
+                                                     {kCacheIdsCountFromEnd, 0xffffffff},
+                                                     {kEvictedCountFromEnd, 0xffffffff},
+                                                     {kEvictedCountFromEnd, 1}};
   for (auto [from_end, value] : corruptions) {
     auto bytes = one_response_list(two_name_response());
     const size_t at = bytes.size() - from_end;
@@ -545,6 +573,26 @@ TEST(Wire, ResponseHugeCountsThrow) {
     EXPECT_THROW(decode_response_list(bytes.data(), bytes.size()), WireError)
         << "u32 at " << at << " = " << value;
   }
+}
+
+TEST(Wire, CachedIdsAndReadyTimesOfDifferentCountsThrow) {
+  WorkerMessage m;
+  m.cached_ids = {1, 2};
+  m.cached_ready_ns = {5};
+  std::vector<uint8_t> bytes;
+  EXPECT_THROW(encode(m, &bytes), WireError);
+  m.cached_ready_ns = {5, 6};
+  bytes = encoded(m);
+  // The ready-time count sits 12 bytes before the end (evictions_seen 8, record count 4).
+  put_u32(&bytes, bytes.size() - 12 - 4 - 16, 1);
+  EXPECT_THROW(decode_worker_message(bytes.data(), bytes.size()), WireError);
+}
+
+TEST(Wire, CacheIdsNotMatchingNamesThrow) {
+  Response s = two_name_response();
+  s.cache_ids = {1};
+  auto bytes = one_response_list(s);
+  EXPECT_THROW(decode_response_list(bytes.data(), bytes.size()), WireError);
 }
 
 TEST(Wire, TensorIdsNotMatchingNamesThrow) {

@@ -25,6 +25,7 @@ struct Config {
   int64_t fusion_threshold;
   int64_t fusion_max_tensor;
   int64_t allreduce_chunk;
+  int64_t cache_capacity;
   double cycle_time_ms;
   double stall_warning_s;
   double stall_shutdown_s;

@@ -49,7 +49,14 @@ struct ClockEcho {
 
 // Everything a worker rank sends rank 0 in one message.
 struct WorkerMessage {
-  std::vector<Request> requests;
+  std::vector<Request> requests;  // in full: first negotiations, changed or uncacheable tensors
+  // Requests that match the response cache (negotiation/response_cache.h): the cache id and the
+  // ready time (submitting rank's clock) only, 12 bytes each on the wire. Parallel vectors.
+  std::vector<uint32_t> cached_ids;
+  std::vector<int64_t> cached_ready_ns;
+  // How many cache evictions (ResponseList::cache_evicted) this rank had applied when it sent
+  // this: tells rank 0 whether an evicted id was still valid when the rank used it.
+  uint64_t evictions_seen = 0;
   std::vector<timeline::Record> records;  // this rank's timeline records, on its own clock
   ClockEcho clock;
   bool shutdown = false;      // this rank called shutdown()
@@ -67,6 +74,8 @@ struct Response {
   int32_t root = 0;
   std::vector<std::string> names;
   std::vector<uint32_t> tensor_ids;  // timeline ids, parallel to names
+  // Response cache ids, parallel to names (empty or 0: not cached; the rank forgets the name).
+  std::vector<uint32_t> cache_ids;
   // Allgather: first dimension of each rank's input, per tensor: first_dims[t * size + r].
   std::vector<int64_t> first_dims;
   uint8_t flags = 0;
@@ -83,6 +92,8 @@ struct ResponseList {
   // is doomed and ends by abort, never by a collective finalisation (runtime/job_abort.h).
   bool fatal = false;
   std::string shutdown_reason;
+  // Cache ids rank 0 dropped (capacity), applied after the responses' cache_ids.
+  std::vector<uint32_t> cache_evicted;
 };
 
 }  // namespace ranktime

@@ -95,6 +95,12 @@ std::vector<Setting> make_settings() {
       Setting("RANKTIME_ALLREDUCE_CHUNK", &Config::allreduce_chunk, "4194304",
               "the most bytes one MPI_Allreduce call reduces; 0: one call")
           .at_least(0, "a byte count >= 0"),
+      // 1,024 holds every gradient of ResNet-50 (161) or BERT-base (~200) with room; a slot costs
+      // rank 0 about 9 bytes per rank. Rank 0's value holds: the others follow its ids.
+      Setting("RANKTIME_CACHE_CAPACITY", &Config::cache_capacity, "1024",
+              "tensors the response cache holds (repeated requests travel as 12-byte (id, ready "
+              "time) pairs); 0 disables it")
+          .at_least(0, "a tensor count >= 0"),
       Setting("RANKTIME_CYCLE_TIME_MS", &Config::cycle_time_ms, "5", "longest wait between cycles")
           .above(0, "milliseconds > 0")
           .run_flag("--cycle-time-ms", F::kValue),

@@ -154,6 +154,12 @@ void encode(const WorkerMessage& m, std::vector<uint8_t>* out) {
     w.str(q.argument, kMaxArgumentBytes);
     w.str(q.error, kMaxErrorBytes);
   }
+  if (m.cached_ids.size() != m.cached_ready_ns.size()) {
+    throw WireError("cached ids and ready times differ in count");
+  }
+  w.vec(m.cached_ids);
+  w.vec(m.cached_ready_ns);
+  w.pod(m.evictions_seen);
   w.vec(m.records);
 }
 
@@ -183,6 +189,12 @@ void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage*
     q.argument = r.str(kMaxArgumentBytes, "argument");
     q.error = r.str(kMaxErrorBytes, "error");
   }
+  r.vec_into("cached_ids", &m.cached_ids);
+  r.vec_into("cached_ready_ns", &m.cached_ready_ns);
+  if (m.cached_ids.size() != m.cached_ready_ns.size()) {
+    throw WireError("cached ids and ready times differ in count");
+  }
+  m.evictions_seen = r.pod<uint64_t>("evictions_seen");
   r.vec_into("records", &m.records);
   for (const auto& rec : m.records) {
     if (static_cast<int>(rec.kind) > static_cast<int>(timeline::kLastRecordKind) ||
@@ -206,10 +218,12 @@ void encode(const ResponseList& l, std::vector<uint8_t>* out) {
     w.pod(static_cast<uint32_t>(s.names.size()));
     for (const auto& n : s.names) w.str(n, kMaxNameBytes);
     w.vec(s.tensor_ids);
+    w.vec(s.cache_ids);
     w.vec(s.first_dims);
     w.str(s.argument, kMaxArgumentBytes);
     w.str(s.error, kMaxErrorBytes);
   }
+  w.vec(l.cache_evicted);
 }
 
 ResponseList decode_response_list(const uint8_t* data, size_t size) {
@@ -223,7 +237,7 @@ ResponseList decode_response_list(const uint8_t* data, size_t size) {
   l.shutdown = shutdown_flags & 1;
   l.fatal = shutdown_flags & 2;
   l.shutdown_reason = r.str(kMaxErrorBytes, "shutdown_reason");
-  uint32_t n = r.count("response count", 12 + 4 + 4 + 4 + 2 + 2);
+  uint32_t n = r.count("response count", 12 + 4 + 4 + 4 + 4 + 2 + 2);
   l.responses.resize(n);
   for (Response& s : l.responses) {
     get_common(r, &s);
@@ -232,10 +246,15 @@ ResponseList decode_response_list(const uint8_t* data, size_t size) {
     for (auto& name : s.names) name = r.str(kMaxNameBytes, "name");
     s.tensor_ids = r.vec<uint32_t>("tensor_ids");
     if (s.tensor_ids.size() != s.names.size()) throw WireError("tensor ids do not match names");
+    s.cache_ids = r.vec<uint32_t>("cache_ids");
+    if (!s.cache_ids.empty() && s.cache_ids.size() != s.names.size()) {
+      throw WireError("cache ids do not match names");
+    }
     s.first_dims = r.vec<int64_t>("first_dims");
     s.argument = r.str(kMaxArgumentBytes, "argument");
     s.error = r.str(kMaxErrorBytes, "error");
   }
+  l.cache_evicted = r.vec<uint32_t>("cache_evicted");
   r.finish();
   return l;
 }

@@ -1,6 +1,8 @@
 // Rank 0's negotiation table: which tensors every rank has requested, whether the requests agree
 // (validation.h), and the deterministic list of responses (fused where compatible, fusion_plan.h)
-// every rank then executes. Pure logic: no MPI, no clock; unit tests drive it directly.
+// every rank then executes; and rank 0's side of the response cache (response_cache.h): a tensor
+// negotiated without error gets an id, and later requests that send only (id, ready time) cost
+// an array write each. Pure logic: no MPI, no clock; unit tests drive it directly.
 #pragma once
 
 #include <cstdint>
@@ -27,12 +29,30 @@ struct Negotiation {
 
 class Coordinator {
  public:
-  // `ids` names tensors for the responses and the timeline (outlives this).
-  Coordinator(int size, TensorIds* ids);
+  // `ids` names tensors for the responses and the timeline (outlives this). `cache_capacity`:
+  // the most tensors the response cache holds (0: no cache; at most kMaxCacheCapacity).
+  Coordinator(int size, TensorIds* ids, size_t cache_capacity = 0);
+  static constexpr size_t kMaxCacheCapacity = (size_t{1} << 20) - 1;
 
   // Adds `rank`'s request (ready_ns already on rank 0's clock). A second request for a name the
   // rank already has pending is recorded as an error on that tensor.
   void add(int rank, Request request);
+
+  // Adds `rank`'s cached requests: cache ids and ready times (on rank 0's clock), `count` of
+  // each. `evictions_seen`: from the rank's message (WorkerMessage). Returns "" or, for an id rank
+  // 0 does not know (never given, or evicted before the rank could have known), an error naming
+  // the rank and the id; that entry is not added, the others are.
+  std::string add_cached(int rank, const uint32_t* ids, const int64_t* ready_ns, size_t count,
+                         uint64_t evictions_seen);
+  std::string add_cached(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen) {
+    return add_cached(rank, &id, &ready_ns, 1, evictions_seen);
+  }
+
+  // Rank 0's own requests: the cache id when `q` matches the cache, else 0.
+  uint32_t cached_id(const Request& q) const;
+
+  // The ids evicted since the last call; they go in the next response list.
+  std::vector<uint32_t> take_evicted();
 
   // Responses for every tensor that all ranks have now requested, in the order they became
   // ready, validated and fused. Appends one Negotiation per tensor to *negotiations.
@@ -40,7 +60,7 @@ class Coordinator {
                                    std::vector<Negotiation>* negotiations);
 
   // Tensors some but not all ranks have requested.
-  size_t pending() const { return table_.size(); }
+  size_t pending() const;
 
   // For the stall inspector: each pending tensor with the ranks that have not requested it yet
   // and when the first rank requested it (rank 0's clock).
@@ -61,10 +81,67 @@ class Coordinator {
     int64_t first_ready_ns = INT64_MAX;
     std::string duplicate_error;
   };
+  // A cached tensor: its validated request (rank 0's). Its ranks' ready times while it is
+  // negotiated through the cache are in ready_, its count in counts_.
+  struct Slot {
+    uint32_t id = 0;  // 0: free
+    Request request;
+    uint32_t tensor_id = 0;
+    int64_t bytes = 0;
+    uint64_t last_used = 0;
+    bool in_table = false;  // a full request for this name is pending in table_: join it there
+    std::string duplicate_error;
+  };
+  // An evicted slot's request, kept until every rank has seen the eviction.
+  struct Retired {
+    uint32_t id;
+    uint64_t eviction;  // its number: evictions_seen >= this means the rank knew
+    Request request;
+  };
+  // A completed negotiation: a table_ name or a slot.
+  struct Done {
+    int32_t slot;  // -1: table_
+    std::string name;
+  };
+
+  Slot* slot_of(uint32_t id);
+  void add_cached_slow(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen,
+                       std::string* error);
+  int64_t* ready_row(int rank) { return ready_.data() + static_cast<size_t>(rank) * stride_; }
+  size_t new_slot();
+  Request materialize(const Request& cached, int64_t ready_ns) const;
+  void move_to_table(Slot& slot);
+  // After a full negotiation: caches `q0`'s tensor (or refreshes it); returns its id, 0 if none.
+  uint32_t cache(const Request& q0, uint32_t tensor_id, int64_t bytes);
+  void uncache(const std::string& name);
+  void retire_seen();
+
   int size_;
   TensorIds* ids_;
   std::unordered_map<std::string, Entry> table_;
-  std::vector<std::string> completed_;  // names, in completion order
+  std::vector<Done> completed_;  // in completion order
+
+  size_t capacity_;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<std::string, uint32_t> slot_of_name_;
+  uint64_t uses_ = 0;
+  uint32_t generation_ = 0;
+  uint64_t evictions_ = 0;
+  std::vector<uint32_t> evicted_;
+  std::vector<Retired> retired_;  // oldest first
+  std::vector<uint64_t> seen_;    // per rank: the largest evictions_seen it reported
+  size_t pending_cached_ = 0;     // slots with a negotiation under way
+  // Per slot: how many ranks have sent it, the earliest ready time.
+  std::vector<int> counts_;
+  std::vector<int64_t> first_ready_;
+  // Per slot: its id while cached requests may go straight into ready_ (not in table_), else 0.
+  std::vector<uint32_t> fast_ids_;
+  void sync_fast(size_t i) { fast_ids_[i] = slots_[i].in_table ? 0 : slots_[i].id; }
+  // Ready times by rank, then slot (kMissing: not yet): a rank's message writes one short run
+  // of memory, and take_ready reads them row by row. stride_ slots per rank.
+  std::vector<int64_t> ready_;
+  size_t stride_ = 0;
 };
 
 }  // namespace ranktime

@@ -30,6 +30,8 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
       Response& batch = out[it->second.index];
       batch.names.push_back(s.names[0]);
       batch.tensor_ids.push_back(s.tensor_ids[0]);
+      batch.cache_ids.resize(batch.names.size() - 1);  // stays parallel to names
+      batch.cache_ids.push_back(s.cache_ids.empty() ? 0 : s.cache_ids[0]);
       it->second.bytes += bytes[i];
     } else {
       out.push_back(s);

@@ -59,6 +59,7 @@ bool CoordinatorMessages::receive(int* source, int64_t* arrival_ns, WorkerMessag
     offset.add({incoming_.clock.t0, incoming_.clock.t1, incoming_.clock.t2, now});
   }
   for (Request& q : incoming_.requests) q.ready_ns = offset.to_rank0(q.ready_ns);
+  for (int64_t& t : incoming_.cached_ready_ns) t = offset.to_rank0(t);
   *message = &incoming_;
   return true;
 }

@@ -42,6 +42,7 @@ void MemoryHub::post(int from, int to, Tag tag, std::shared_ptr<const Bytes> byt
       if (fate.truncate) {
         bytes = std::make_shared<Bytes>(bytes->begin(), bytes->begin() + bytes->size() / 2);
       }
+      if (!fate.replace.empty()) bytes = std::make_shared<Bytes>(fate.replace);
       auto& link = link_due_[static_cast<size_t>(from) * size_ + to];
       due = std::max(due + fate.delay, link);
       link = due;

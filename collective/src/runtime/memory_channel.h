@@ -24,6 +24,7 @@ struct MessageFate {
   bool drop = false;
   std::chrono::nanoseconds delay{0};  // delivered this much later (order per pair of ranks kept)
   bool truncate = false;              // cut to half its length, as a corrupt message
+  std::vector<uint8_t> replace;       // non-empty: delivered instead (a message a test forged)
 };
 
 class MemoryHub {

@@ -56,7 +56,8 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   device_ = world_->device_backend(&clock_, config_, [this] { queue_.wake_for_completions(); });
   timeline_ = std::make_unique<TimelineRecorder>(rank(), size());
   if (rank() == 0) {
-    coordinator_ = std::make_unique<Coordinator>(size(), &timeline_->tensor_ids());
+    coordinator_ = std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
+                                                 static_cast<size_t>(config_.cache_capacity));
     inspector_ = std::make_unique<Inspector>(size(), config_, &hostnames_);
   }
   finals_.assign(size(), 0);
@@ -246,7 +247,11 @@ bool Runtime::coordinator_step() {
   bool added = false;
   while (receive_worker_message()) progressed = added = true;
   for (Request& q : take_submitted()) {
-    coordinator_->add(0, std::move(q));
+    if (uint32_t id = coordinator_->cached_id(q)) {
+      coordinator_->add_cached(0, id, q.ready_ns, 0);
+    } else {
+      coordinator_->add(0, std::move(q));
+    }
     added = true;
   }
   std::string self_shutdown;
@@ -276,6 +281,7 @@ bool Runtime::coordinator_step() {
   list.shutdown = shutdown_now;
   list.shutdown_reason = shutdown_reason_;
   list.fatal = shutdown_fatal_;
+  list.cache_evicted = coordinator_->take_evicted();
   timeline_->cycle(cycle_, now);
   broadcast(list);
   execute(list, now);
@@ -301,6 +307,11 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
       }
       continue;
     }
+    if (rank() != 0) {
+      for (size_t i = 0; i < entries_scratch_.size(); ++i) {
+        worker_cache_.learn(entries_scratch_[i]->request, r.cache_ids.empty() ? 0 : r.cache_ids[i]);
+      }
+    }
     if (r.op == OpType::kTimelineStart || r.op == OpType::kTimelineStop) {
       execute_control(r, entries_scratch_);
       continue;
@@ -320,6 +331,7 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
     liveness_->collective_done(clock_.now_ns());  // every rank was alive
     deliver(backend);
   }
+  if (!list.cache_evicted.empty()) worker_cache_.evict(list.cache_evicted);
   if (!list.shutdown) return;
   fail_everything("ranktime has shut down: " + list.shutdown_reason);
   if (rank() == 0) {
@@ -442,6 +454,7 @@ void Runtime::tend_peers() {
 void Runtime::send_worker_message(std::vector<Request> requests, bool final, bool timeline_ack) {
   WorkerMessage m;
   m.requests = std::move(requests);
+  worker_cache_.split(&m.requests, &m);
   m.records = timeline_->take_outbox();
   m.shutdown = shutdown_announced_;
   if (m.shutdown) queue_.shutdown_requested(&m.shutdown_why);
@@ -465,6 +478,15 @@ bool Runtime::receive_worker_message() {
   liveness_->heard(source, now);  // even a corrupt message says the rank is alive
   if (m == nullptr) return true;
   for (Request& q : m->requests) coordinator_->add(source, std::move(q));
+  for (size_t i = 0; i < m->cached_ids.size(); ++i) {
+    std::string error = coordinator_->add_cached(source, m->cached_ids[i], m->cached_ready_ns[i],
+                                                 m->evictions_seen);
+    if (!error.empty()) {
+      // Not attributable to a tensor: the rank and rank 0 disagree about the protocol's state.
+      RANKTIME_LOG(kError, error);
+      request_shutdown_everywhere(source, std::move(error));
+    }
+  }
   if (!m->records.empty()) timeline_->ingest(&m->records, from_workers_->offset(source));
   if (m->shutdown) {
     request_shutdown_everywhere(

@@ -29,6 +29,7 @@
 #include "core/tensor_entry.h"
 #include "inspection/inspector.h"
 #include "negotiation/coordinator.h"
+#include "negotiation/response_cache.h"
 #include "recording/timeline_recorder.h"
 #include "runtime/control_messages.h"
 #include "runtime/liveness.h"
@@ -135,6 +136,7 @@ class Runtime {
   std::unique_ptr<WorkerMessages> to_rank0_;           // other ranks
   std::unique_ptr<CoordinatorMessages> from_workers_;  // rank 0
   std::unique_ptr<Coordinator> coordinator_;           // rank 0
+  WorkerCache worker_cache_;                           // other ranks: rank 0's cache ids
   std::unique_ptr<Inspector> inspector_;               // rank 0
   std::vector<int64_t> finals_;                        // rank 0: final messages seen, per rank
   std::vector<int64_t> timeline_acks_;                 // rank 0: timeline-stop acks seen, per rank
