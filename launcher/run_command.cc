@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <variant>
 
 #include "core/settings.h"
@@ -249,7 +251,20 @@ std::string join_command(const std::vector<std::string>& argv) {
   return out;
 }
 
-int spawn_and_wait(const MpirunPlan& plan, bool verbose) {
+// Once a rank has written why the job is doomed (RANKTIME_STATUS_FILE), mpirun normally ends the
+// job within seconds (the ranks call MPI_Abort). It cannot when a host stopped answering: its
+// order to that host's daemon waits in a TCP retransmission for up to 15 minutes
+// (docs/reliability.md). Past this grace ranktime run stops mpirun itself, and kills it past the
+// second.
+constexpr auto kDoomedGrace = std::chrono::seconds(15);
+constexpr auto kStopGrace = std::chrono::seconds(5);
+
+bool file_has_text(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && fs::file_size(path, ec) > 0 && !ec;
+}
+
+int spawn_and_wait(const MpirunPlan& plan, bool verbose, const std::string& status_file) {
   // mpirun's environment: ours, with the plan's variables set (replacing ours).
   std::set<std::string> replaced;
   for (const auto& [name, value] : plan.env) replaced.insert(name);
@@ -278,11 +293,27 @@ int spawn_and_wait(const MpirunPlan& plan, bool verbose) {
   g_child = pid;
   if (g_pending_signal != 0) ::kill(pid, g_pending_signal);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
+  std::optional<std::chrono::steady_clock::time_point> doomed_at;
+  int stop_signal = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
       std::cerr << "ranktime run: waitpid: " << std::strerror(errno) << "\n";
       return 1;
     }
+    const auto now = std::chrono::steady_clock::now();
+    if (!doomed_at && file_has_text(status_file)) doomed_at = now;
+    if (doomed_at && stop_signal == 0 && now - *doomed_at > kDoomedGrace) {
+      std::cerr << "ranktime run: mpirun has not ended " << kDoomedGrace.count()
+                << " s after the job was aborted (a host that stopped answering?): stopping it\n";
+      stop_signal = SIGTERM;
+      ::kill(pid, SIGTERM);
+    } else if (stop_signal == SIGTERM && now - *doomed_at > kDoomedGrace + kStopGrace) {
+      stop_signal = SIGKILL;
+      ::kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   g_child = 0;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -481,7 +512,7 @@ int run_run(RunCommandOptions& o) {
     plan.argv.insert(plan.argv.end() - static_cast<std::ptrdiff_t>(o.command.size()),
                      {"-x", "RANKTIME_STATUS_FILE=" + status_file});
   }
-  const int rc = spawn_and_wait(plan, o.verbose);
+  const int rc = spawn_and_wait(plan, o.verbose, status_file);
   if (have_dir) {
     std::ifstream in(status_file);
     std::string reason;
