@@ -1,9 +1,13 @@
 """`pip install .` for ranktime, called from the repository's setup.py: configures the project
-with CMake, builds the extension (target ranktime_python), and packages it with libranktime.so
-next to it, where the extension's $ORIGIN run path finds it. Needs no network: setuptools and
-wheel come from the system (Debian: python3-setuptools, python3-wheel).
+with CMake, builds the extension (target ranktime_python) and the `ranktime` command (target
+ranktime_cli), and packages the extension with libranktime.so next to it, where the extension's
+$ORIGIN run path finds it, and the command as ranktime/_bin/ranktime, which the console command
+`ranktime` (ranktime/_cli.py) runs. Needs no network: setuptools and wheel come from the system
+(Debian: python3-setuptools, python3-wheel).
 
-CMAKE_ARGS in the environment is passed to the CMake configure step.
+CMAKE_ARGS in the environment is passed to the CMake configure step. RANKTIME_CMAKE_BUILD_DIR
+names an existing build directory (configured for this interpreter, both targets built) to
+package instead of configuring and building one; the doc tests use it to skip a second build.
 """
 
 import glob
@@ -27,15 +31,17 @@ def project_version():
 
 class BuildWithCMake(build_ext):
     def build_extension(self, ext):
-        build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
-        configure = ["cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
-                     "-DPython_EXECUTABLE=" + sys.executable, "-DRANKTIME_BUILD_TESTS=OFF"]
-        if shutil.which("ninja"):
-            configure += ["-G", "Ninja"]
-        configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
-        subprocess.check_call(configure)
-        subprocess.check_call(["cmake", "--build", build_dir, "--target", "ranktime_python",
-                               "-j", str(os.cpu_count() or 1)])
+        build_dir = os.environ.get("RANKTIME_CMAKE_BUILD_DIR")
+        if not build_dir:
+            build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
+            configure = ["cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
+                         "-DPython_EXECUTABLE=" + sys.executable, "-DRANKTIME_BUILD_TESTS=OFF"]
+            if shutil.which("ninja"):
+                configure += ["-G", "Ninja"]
+            configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
+            subprocess.check_call(configure)
+            subprocess.check_call(["cmake", "--build", build_dir, "--target", "ranktime_python",
+                                   "ranktime_cli", "-j", str(os.cpu_count() or 1)])
 
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -46,6 +52,9 @@ class BuildWithCMake(build_ext):
         shutil.copy2(built[0], target)
         for library in glob.glob(os.path.join(build_dir, "collective", "libranktime.so*")):
             shutil.copy2(library, os.path.dirname(target))
+        os.makedirs(os.path.join(os.path.dirname(target), "_bin"), exist_ok=True)
+        shutil.copy2(os.path.join(build_dir, "ranktime"),
+                     os.path.join(os.path.dirname(target), "_bin", "ranktime"))
 
 
 def setup_ranktime():
@@ -59,6 +68,7 @@ def setup_ranktime():
         cmdclass={"build_ext": BuildWithCMake},
         python_requires=">=3.8",
         install_requires=["numpy"],
+        entry_points={"console_scripts": ["ranktime = ranktime._cli:main"]},
         zip_safe=False,
         # Not ./build: that is the project's usual CMake build directory.
         options={"build": {"build_base": os.path.relpath(os.path.join(ROOT, "build-pip"))}},
