@@ -68,8 +68,17 @@ TEST(TraceWriterGzip, CompleteAfterEveryFlushAndTheSameEventsAsText) {
   auto gzip = open_or_fail(options_for(dir.file("t.json.gz")), strings);
   EXPECT_TRUE(is_gzip_file(dir.file("t.json.gz")));
   EXPECT_EQ(read_trace(dir.file("t.json.gz")).size(), 4u);  // complete from the start
-  size_t previous = 0;
-  for (int step = 0; step < 6; ++step) {
+  // A large flush first: pieces of 512 KiB, compressed in parts side by side (helper threads,
+  // each part primed with the text before it).
+  for (int step = 0; step < 120; ++step) {
+    const std::vector<Record> records = training_step(tensors, 3, step, at_us(20000.0 * step));
+    plain->push(records.data(), records.size());
+    gzip->push(records.data(), records.size());
+  }
+  gzip->flush();
+  EXPECT_GT(file_text(dir.file("t.json.gz")).size(), size_t{1} << 20);
+  size_t previous = read_trace(dir.file("t.json.gz")).size();
+  for (int step = 120; step < 126; ++step) {
     const std::vector<Record> records = training_step(tensors, 3, step, at_us(20000.0 * step));
     EXPECT_EQ(plain->push(records.data(), records.size()), 0u);
     EXPECT_EQ(gzip->push(records.data(), records.size()), 0u);

@@ -1,13 +1,15 @@
 // TraceFile: one trace file on disk, written in pieces, each of which leaves it a complete JSON
 // array: plain text (each piece is written over the closing bracket, with a new one after it) or
 // gzip (each piece ends with a zlib sync flush, followed by a final block holding the closing
-// bracket and the gzip trailer, which the next piece overwrites). One system call per piece.
+// bracket and the gzip trailer, which the next piece overwrites; large pieces are compressed in
+// parts on helper threads). One system call per piece.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ranktime::timeline {
 
@@ -34,8 +36,9 @@ class TraceFile {
 
  protected:
   explicit TraceFile(int fd) : fd_(fd) {}
-  // One pwritev (more only if the kernel writes short) of `a` then `b` at `offset`.
-  bool write_at(uint64_t offset, std::string_view a, std::string_view b, int* error);
+  // One pwritev (more only if the kernel writes short) of `texts`, one after the other, at
+  // `offset`.
+  bool write_at(uint64_t offset, const std::vector<std::string_view>& texts, int* error);
 
   int fd_;
   uint64_t size_ = 0;
