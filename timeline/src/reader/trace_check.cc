@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include <unistd.h>
 
+#include "gzip_input.h"
 #include "ranktime/timeline/trace_names.h"
+#include "trace_file.h"
 
 namespace ranktime::timeline {
 namespace {
@@ -488,8 +491,54 @@ RepairPlan plan_repair(const TraceReadResult& read, const std::vector<OpenSliceI
   return plan;
 }
 
+namespace {
+
+// A gzip trace's repair: its text up to `plan.keep_bytes`, then the tail, compressed into a new
+// file (a temporary one renamed over the input when repairing in place).
+bool apply_gzip_repair(const std::string& in_path, const std::string& out_path,
+                       const RepairPlan& plan, std::string* error) {
+  auto fail = [&](const std::string& what, const std::string& path, int code) {
+    if (error) *error = what + " " + path + ": " + std::strerror(code);
+    return false;
+  };
+  std::ifstream in(in_path, std::ios::binary);
+  if (!in) return fail("cannot open", in_path, errno);
+  InflatingBuffer inflating(in.rdbuf());
+  const std::string target = out_path == in_path ? in_path + ".repair.tmp" : out_path;
+  int code = 0;
+  std::unique_ptr<TraceFile> out =
+      TraceFile::create(target, /*gzip=*/true, /*gzip_level=*/1, &code);
+  if (!out) return fail("cannot create", target, code);
+  std::vector<char> buffer(size_t{1} << 20);
+  uint64_t left = plan.keep_bytes;
+  while (left > 0) {
+    const auto want = static_cast<std::streamsize>(std::min<uint64_t>(left, buffer.size()));
+    const std::streamsize got = inflating.sgetn(buffer.data(), want);
+    if (got <= 0) return fail("cannot read", in_path, EIO);
+    if (!out->append(std::string_view(buffer.data(), static_cast<size_t>(got)), &code)) {
+      return fail("cannot write", target, code);
+    }
+    left -= static_cast<uint64_t>(got);
+  }
+  // The file adds the closing bracket that ends the plan's tail.
+  std::string_view tail = plan.tail;
+  if (tail.size() >= TraceFile::kClosing.size() &&
+      tail.substr(tail.size() - TraceFile::kClosing.size()) == TraceFile::kClosing) {
+    tail.remove_suffix(TraceFile::kClosing.size());
+  }
+  if (!out->finish(tail, &code)) return fail("cannot write", target, code);
+  out.reset();
+  if (target != out_path && std::rename(target.c_str(), out_path.c_str()) != 0) {
+    return fail("cannot replace", out_path, errno);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool apply_repair(const std::string& in_path, const std::string& out_path, const RepairPlan& plan,
                   std::string* error) {
+  if (is_gzip_file(in_path)) return apply_gzip_repair(in_path, out_path, plan, error);
   auto fail = [&](const std::string& what, const std::string& path) {
     if (error) *error = what + " " + path + ": " + std::strerror(errno);
     return false;

@@ -2,6 +2,8 @@
 // being parsed is materialised, so memory does not grow with the file.
 #include "ranktime/timeline/trace_reader.h"
 
+#include "gzip_input.h"
+
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -401,7 +403,24 @@ TraceReadResult read_trace_file(const std::string& path, const TraceEventCallbac
     result.error = "cannot open " + path + ": " + std::strerror(errno);
     return result;
   }
-  return read_trace(in, on_event, options);
+  if (!is_gzip_file(path)) return read_trace(in, on_event, options);
+  // gzip: the same reading, of the text; offsets are the text's. A stream cut short reads as a
+  // text cut short, and says why.
+  InflatingBuffer inflating(in.rdbuf());
+  std::istream text(&inflating);
+  TraceReadResult result = read_trace(text, on_event, options);
+  if (!inflating.problem().empty() && !result.stopped) {
+    if (result.complete) {
+      // The text is whole but the stream is not (no trailer): a repair writes a whole one.
+      result.complete = false;
+      result.truncated = true;
+      result.error_offset = result.bytes;
+      result.error = inflating.problem();
+    } else {
+      result.error += " (" + inflating.problem() + ")";
+    }
+  }
+  return result;
 }
 
 }  // namespace ranktime::timeline

@@ -67,7 +67,11 @@ struct TraceReadResult {
 
 TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
                            const TraceReadOptions& options = {});
+// A file, plain or gzip (read as its text, offsets the text's).
 TraceReadResult read_trace_file(const std::string& path, const TraceEventCallback& on_event,
                                 const TraceReadOptions& options = {});
+
+// Whether the file at `path` starts with gzip's magic bytes.
+bool is_gzip_file(const std::string& path);
 
 }  // namespace ranktime::timeline
