@@ -50,6 +50,9 @@ class BuildWithCMake(build_ext):
             raise RuntimeError("expected one ranktime/_core*.so in %s, found %s"
                                % (build_dir, built))
         shutil.copy2(built[0], target)
+        # The torch.distributed backend, where it was built (bindings/c10d).
+        for backend in glob.glob(os.path.join(build_dir, "python", "ranktime", "_c10d*.so")):
+            shutil.copy2(backend, os.path.dirname(target))
         for library in glob.glob(os.path.join(build_dir, "collective", "libranktime.so*")):
             shutil.copy2(library, os.path.dirname(target))
         os.makedirs(os.path.join(os.path.dirname(target), "_bin"), exist_ok=True)

@@ -5,12 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
 #include "progress.h"
 #include "ranktime/timeline/trace_check.h"
 #include "ranktime/timeline/trace_reader.h"
+#include "trace_input.h"
 
 namespace ranktime::cli {
 namespace {
@@ -56,6 +58,7 @@ int report(const CheckCommandOptions& o, const std::string& path, const CheckPas
   std::string facts = std::to_string(pass.read.events) + " events, " +
                       (checker.ranks() > 0 ? std::to_string(checker.ranks()) : "unknown") +
                       " ranks, " + std::to_string(checker.negotiations()) + " negotiations";
+  if (checker.flows() > 0) facts += ", " + std::to_string(checker.flows()) + " flow arrows";
   if (checker.ok()) {
     std::cout << path << ": OK: " << facts
               << (checker.has_run_end()
@@ -82,55 +85,74 @@ CLI::App* add_check_command(CLI::App& app, CheckCommandOptions* o) {
       "check",
       "Validate a timeline against docs/timeline-format.md; --repair completes a file "
       "cut short");
-  cmd->add_option("file", o->path, "timeline file")->required();
+  add_trace_input_options(cmd, "timeline files, or a glob pattern; each is checked on its own",
+                          &o->paths, &o->progress, &o->progress_every_mb);
   cmd->add_flag("--repair", o->repair,
                 "complete a file cut short: keep every complete event, close open slices, close "
                 "the array (in place, or into -o)");
   cmd->add_option("-o,--output", o->output, "with --repair: write the repaired file here");
   cmd->add_option("--max-errors", o->max_errors, "violations to print (all are counted)");
-  cmd->add_flag("--progress", o->progress,
-                "report progress on stderr (on by default when stderr is a terminal)");
-  cmd->add_option("--progress-every-mb", o->progress_every_mb, "MiB between progress reports")
-      ->check(CLI::PositiveNumber);
   return cmd;
 }
+
+namespace {
+
+// Checks (and repairs, if asked) one file; returns its exit status.
+int check_one(const CheckCommandOptions& o, const std::string& path) {
+  CheckPass pass = check_file(o, path);
+  if (!pass.read.opened) {
+    std::cerr << "ranktime check: " << pass.read.error << "\n";
+    return 2;
+  }
+  if (!o.repair) return report(o, path, pass);
+
+  struct stat st {};
+  uint64_t size = ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  // A gzip trace is repaired as its text (the reader's offsets are the text's).
+  if (timeline::is_gzip_file(path)) size = pass.read.bytes;
+  const std::string out = o.output.empty() ? path : o.output;
+  const bool in_place = same_file(path, out);
+  timeline::RepairPlan plan =
+      timeline::plan_repair(pass.read, pass.checker.open_slices(), pass.checker.max_ts(), size);
+  if (!plan.needed) {
+    std::cout << path << ": nothing to repair (complete JSON, every slice closed)\n";
+    if (in_place) return report(o, path, pass);
+  }
+  std::string error;
+  if (!timeline::apply_repair(path, in_place ? path : out, plan, &error)) {
+    std::cerr << "ranktime check: " << error << "\n";
+    return 2;
+  }
+  if (plan.needed) {
+    std::cout << path << ": repaired" << (in_place ? "" : " into " + out) << ": kept "
+              << plan.events_kept << " complete events, closed " << plan.closed_slices
+              << " open slice" << (plan.closed_slices == 1 ? "" : "s") << ", dropped "
+              << plan.bytes_dropped << " bytes after the last complete event\n";
+  }
+  return report(o, out, check_file(o, out));
+}
+
+}  // namespace
 
 int run_check(const CheckCommandOptions& o) {
   if (!o.output.empty() && !o.repair) {
     std::cerr << "ranktime check: -o/--output is only used with --repair\n";
     return 2;
   }
-  CheckPass pass = check_file(o, o.path);
-  if (!pass.read.opened) {
-    std::cerr << "ranktime check: " << pass.read.error << "\n";
-    return 2;
-  }
-  if (!o.repair) return report(o, o.path, pass);
-
-  struct stat st {};
-  uint64_t size = ::stat(o.path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
-  // A gzip trace is repaired as its text (the reader's offsets are the text's).
-  if (timeline::is_gzip_file(o.path)) size = pass.read.bytes;
-  const std::string out = o.output.empty() ? o.path : o.output;
-  const bool in_place = same_file(o.path, out);
-  timeline::RepairPlan plan =
-      timeline::plan_repair(pass.read, pass.checker.open_slices(), pass.checker.max_ts(), size);
-  if (!plan.needed) {
-    std::cout << o.path << ": nothing to repair (complete JSON, every slice closed)\n";
-    if (in_place) return report(o, o.path, pass);
-  }
   std::string error;
-  if (!timeline::apply_repair(o.path, in_place ? o.path : out, plan, &error)) {
+  const std::vector<std::string> paths = timeline::trace_file_set(o.paths, &error);
+  if (paths.empty()) {
     std::cerr << "ranktime check: " << error << "\n";
     return 2;
   }
-  if (plan.needed) {
-    std::cout << o.path << ": repaired" << (in_place ? "" : " into " + out) << ": kept "
-              << plan.events_kept << " complete events, closed " << plan.closed_slices
-              << " open slice" << (plan.closed_slices == 1 ? "" : "s") << ", dropped "
-              << plan.bytes_dropped << " bytes after the last complete event\n";
+  if (!o.output.empty() && paths.size() > 1) {
+    std::cerr << "ranktime check: -o/--output takes one file to repair, not " << paths.size()
+              << "\n";
+    return 2;
   }
-  return report(o, out, check_file(o, out));
+  int status = 0;
+  for (const std::string& path : paths) status = std::max(status, check_one(o, path));
+  return status;
 }
 
 }  // namespace ranktime::cli

@@ -1,15 +1,16 @@
-// `ranktime check FILE [--repair]`: validates a timeline against docs/timeline-format.md and
-// completes a file cut short.
+// `ranktime check FILE... [--repair]`: validates timelines against docs/timeline-format.md and
+// completes files cut short.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 namespace ranktime::cli {
 
 struct CheckCommandOptions {
-  std::string path;
+  std::vector<std::string> paths;  // each checked on its own (rotated pieces are standalone)
   bool repair = false;
   std::string output;  // repair into this file instead of in place
   size_t max_errors = 20;
@@ -18,7 +19,8 @@ struct CheckCommandOptions {
 };
 
 CLI::App* add_check_command(CLI::App& app, CheckCommandOptions* options);
-// Exit status: 0 valid (after repair, if asked), 1 violations, 2 unreadable file or bad option.
+// Exit status: 0 every file valid (after repair, if asked), 1 violations, 2 an unreadable file or
+// a bad option.
 int run_check(const CheckCommandOptions& options);
 
 }  // namespace ranktime::cli

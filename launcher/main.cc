@@ -1,4 +1,4 @@
-// The `ranktime` command: `run` (wraps mpirun), `summary` and `check` (read timelines).
+// The `ranktime` command: `run` (wraps mpirun), `summary`, `check` and `report` (read timelines).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "check_command.h"
+#include "report_command.h"
 #include "run_command.h"
 #include "summary_command.h"
 
@@ -57,9 +58,11 @@ int main(int argc, char** argv) {
   RunCommandOptions run_options;
   SummaryCommandOptions summary_options;
   CheckCommandOptions check_options;
+  ReportCommandOptions report_options;
   CLI::App* run = add_run_command(app, &run_options);
   CLI::App* summary = add_summary_command(app, &summary_options);
   CLI::App* check = add_check_command(app, &check_options);
+  CLI::App* report = add_report_command(app, &report_options);
 
   SplitArgs split = split_args(argc, argv);
   try {
@@ -81,5 +84,6 @@ int main(int argc, char** argv) {
   }
   if (*summary) return run_summary(summary_options);
   if (*check) return run_check(check_options);
+  if (*report) return run_report(report_options);
   return 2;
 }

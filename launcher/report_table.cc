@@ -10,6 +10,7 @@ namespace {
 
 std::string text_of(const Cell& cell, int precision) {
   if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  if (const auto* b = std::get_if<bool>(&cell)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
   double v = std::get<double>(cell);
   if (!std::isfinite(v)) return "-";
@@ -26,6 +27,7 @@ double machine_value(double v, int precision) {
 
 std::string machine_text_of(const Cell& cell, int precision) {
   if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  if (const auto* b = std::get_if<bool>(&cell)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
   double v = std::get<double>(cell);
   if (!std::isfinite(v)) return "";
@@ -41,6 +43,14 @@ std::string csv_field(const std::string& s) {
     out += c;
   }
   return out + "\"";
+}
+
+nlohmann::json cell_json(const Cell& cell, int precision) {
+  if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  if (const auto* b = std::get_if<bool>(&cell)) return *b;
+  if (const auto* i = std::get_if<int64_t>(&cell)) return *i;
+  double v = std::get<double>(cell);
+  return std::isfinite(v) ? nlohmann::json(machine_value(v, precision)) : nlohmann::json(nullptr);
 }
 
 }  // namespace
@@ -109,21 +119,32 @@ nlohmann::json to_json(const Table& table) {
   for (const auto& row : table.rows) {
     nlohmann::json object = nlohmann::json::object();
     for (size_t c = 0; c < table.columns.size() && c < row.size(); ++c) {
-      const Cell& cell = row[c];
-      nlohmann::json& slot = object[table.columns[c].name];
-      if (const auto* s = std::get_if<std::string>(&cell)) {
-        slot = *s;
-      } else if (const auto* i = std::get_if<int64_t>(&cell)) {
-        slot = *i;
-      } else {
-        double v = std::get<double>(cell);
-        slot = std::isfinite(v) ? nlohmann::json(machine_value(v, table.columns[c].precision))
-                                : nlohmann::json(nullptr);
-      }
+      object[table.columns[c].name] = cell_json(row[c], table.columns[c].precision);
     }
     rows.push_back(std::move(object));
   }
   return rows;
+}
+
+nlohmann::json to_json_columns(const Table& table) {
+  nlohmann::json columns = nlohmann::json::array();
+  for (const Column& column : table.columns) {
+    columns.push_back({{"name", column.name}, {"precision", column.precision}});
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : table.rows) {
+    nlohmann::json values = nlohmann::json::array();
+    for (size_t c = 0; c < table.columns.size() && c < row.size(); ++c) {
+      values.push_back(cell_json(row[c], table.columns[c].precision));
+    }
+    rows.push_back(std::move(values));
+  }
+  nlohmann::json sub = nlohmann::json::array();
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    sub.push_back(r < table.indents.size() && table.indents[r] > 0);
+  }
+  return {{"name", table.name},      {"title", table.title},  {"columns", std::move(columns)},
+          {"rows", std::move(rows)}, {"sub", std::move(sub)}, {"empty", table.empty_note}};
 }
 
 }  // namespace ranktime::cli

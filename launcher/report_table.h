@@ -11,7 +11,8 @@
 
 namespace ranktime::cli {
 
-using Cell = std::variant<std::string, int64_t, double>;
+// A double that is not finite (NaN) is "no value": "-" in text, empty in CSV, null in JSON.
+using Cell = std::variant<std::string, int64_t, double, bool>;
 
 struct Column {
   std::string name;  // snake_case with the unit: "mean_lag_ms"
@@ -39,5 +40,8 @@ void print_text(std::ostream& out, const Table& table);
 // CSV separated by blank lines parse with any CSV reader and split on the first column.
 void print_csv(std::ostream& out, const Table& table, bool with_table_column);
 nlohmann::json to_json(const Table& table);  // an array of row objects
+// {"name", "title", "columns": [{"name", "precision"}], "rows": [[values]], "empty"}: the same
+// values, compact (for the report page).
+nlohmann::json to_json_columns(const Table& table);
 
 }  // namespace ranktime::cli

@@ -1,239 +1,19 @@
-// `ranktime summary`: streams the trace through TraceSummarizer and prints its tables.
+// `ranktime summary`: streams the trace files through TraceSummarizer and prints its tables.
 #include "summary_command.h"
 
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
-#include <map>
 
-#include <unistd.h>
-
-#include "progress.h"
 #include "ranktime/timeline/trace_analysis.h"
-#include "ranktime/timeline/trace_reader.h"
 #include "report_table.h"
+#include "summary_tables.h"
+#include "trace_input.h"
 
 namespace ranktime::cli {
 namespace {
 
 using timeline::Summary;
-
-std::string format_double(const char* format, double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), format, v);
-  return buffer;
-}
-
-// "20.051 ms", "1.250 s", "812.000 us".
-std::string human_us(double us) {
-  if (std::fabs(us) >= 1e6) return format_double("%.3f s", us / 1e6);
-  if (std::fabs(us) >= 1e3) return format_double("%.3f ms", us / 1e3);
-  return format_double("%.3f us", us);
-}
-
-std::string host_of(const Summary& s, int rank) {
-  if (rank >= 0 && static_cast<size_t>(rank) < s.run.hostnames.size()) {
-    return s.run.hostnames[rank];
-  }
-  return "";
-}
-
-double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
-
-Table run_table(const Summary& s, const timeline::TraceReadResult& read) {
-  Table t{"run", "", {}, {}, ""};
-  t.columns = {{"ranks"},           {"events"},         {"negotiations"}, {"wall_ms", 3},
-               {"first_ts_us", 3},  {"last_ts_us", 3},  {"slowest_rank"}, {"rank_lanes"},
-               {"events_dropped"},  {"closed_cleanly"}, {"truncated"},    {"negotiation_errors"},
-               {"operation_errors"}};
-  t.rows.push_back(
-      {int64_t{s.run.ranks}, static_cast<int64_t>(s.events), static_cast<int64_t>(s.negotiations),
-       s.wall_us / 1e3, s.first_ts_us, s.last_ts_us, int64_t{s.slowest_rank}, int64_t{s.rank_lanes},
-       int64_t{s.run.events_dropped}, std::string(s.run.has_run_end ? "true" : "false"),
-       std::string(read.truncated ? "true" : "false"), static_cast<int64_t>(s.negotiation_errors),
-       static_cast<int64_t>(s.operation_errors)});
-  return t;
-}
-
-Table lateness_table(const Summary& s) {
-  Table t{"lateness",
-          "lateness per rank (lag behind the first rank to become ready; p50/p95 from a 1% log "
-          "histogram)",
-          {},
-          {},
-          "no negotiations with readiness ticks"};
-  t.columns = {{"rank"},          {"host"},
-               {"negotiations"},  {"times_last"},
-               {"last_pct", 1},   {"mean_lag_ms", 3},
-               {"p50_lag_ms", 3}, {"p95_lag_ms", 3},
-               {"max_lag_ms", 3}, {"others_waited_ms", 3}};
-  for (const auto& r : s.lateness) {
-    if (r.negotiations == 0) continue;
-    t.rows.push_back({int64_t{r.rank}, host_of(s, r.rank), static_cast<int64_t>(r.negotiations),
-                      static_cast<int64_t>(r.times_last),
-                      pct(static_cast<double>(r.times_last), static_cast<double>(r.negotiations)),
-                      r.mean_lag_us / 1e3, r.p50_lag_us / 1e3, r.p95_lag_us / 1e3,
-                      r.max_lag_us / 1e3, r.caused_wait_us / 1e3});
-  }
-  return t;
-}
-
-Table time_table(const Summary& s) {
-  Table t{"time",
-          "where the time went (wall " + human_us(s.wall_us) + "; share = total / (wall x " +
-              std::to_string(s.rank_lanes) +
-              " rank lanes); a fused batch's shared slices count once)",
-          {},
-          {},
-          "no operation or negotiation slices"};
-  t.indent_column = 1;
-  t.columns = {{"op"},         {"phase"},     {"lane"},      {"count"},       {"total_ms", 3},
-               {"mean_us", 3}, {"min_us", 3}, {"max_us", 3}, {"share_pct", 1}};
-  for (const auto& p : s.phases) {
-    const bool sub = !p.negotiation && p.phase != p.op;
-    t.indents.push_back(sub ? 2 : 0);
-    t.rows.push_back({p.op, p.phase, std::string(p.negotiation ? "negotiate" : "rank"),
-                      static_cast<int64_t>(p.count), p.total_us / 1e3,
-                      p.count ? p.total_us / static_cast<double>(p.count) : 0.0, p.min_us, p.max_us,
-                      // Negotiations of different tensors overlap: a share of wall time would
-                      // mislead.
-                      p.negotiation ? std::nan("") : 100.0 * p.share});
-  }
-  return t;
-}
-
-Table top_wait_table(const Summary& s, size_t k) {
-  Table t{"top_wait",
-          "top " + std::to_string(k) + " tensors by negotiation wait (NEGOTIATE_* slices)",
-          {},
-          {},
-          "no negotiations"};
-  t.columns = {{"tensor"},          {"pid"},           {"negotiations"}, {"total_wait_ms", 3},
-               {"mean_wait_us", 3}, {"max_wait_us", 3}};
-  for (const auto& x : s.top_wait) {
-    t.rows.push_back({x.name, int64_t{x.pid}, static_cast<int64_t>(x.negotiations),
-                      x.wait_total_us / 1e3,
-                      x.negotiations ? x.wait_total_us / static_cast<double>(x.negotiations) : 0.0,
-                      x.wait_max_us});
-  }
-  return t;
-}
-
-Table top_processing_table(const Summary& s, size_t k) {
-  Table t{"top_processing",
-          "top " + std::to_string(k) +
-              " tensors by processing time (operation slices, QUEUE included, all rank lanes)",
-          {},
-          {},
-          "no operation slices"};
-  t.columns = {{"tensor"}, {"pid"}, {"operations"}, {"total_ms", 3}, {"mean_us", 3}, {"max_us", 3}};
-  for (const auto& x : s.top_processing) {
-    t.rows.push_back(
-        {x.name, int64_t{x.pid}, static_cast<int64_t>(x.operations), x.processing_total_us / 1e3,
-         x.operations ? x.processing_total_us / static_cast<double>(x.operations) : 0.0,
-         x.processing_max_us});
-  }
-  return t;
-}
-
-Table fusion_table(const Summary& s) {
-  Table t{"fusion",
-          "fusion (batches per rank lane; a batch is the tensors fused into one collective)",
-          {},
-          {},
-          "no operation slices"};
-  t.columns = {{"op"},
-               {"batches_per_rank", 1},
-               {"tensors_per_batch", 2},
-               {"max_tensors_per_batch"},
-               {"bytes_per_batch", 0},
-               {"max_bytes_per_batch"}};
-  for (const auto& f : s.fusion) {
-    const double lanes = std::max(1, f.lanes);
-    const double batches = static_cast<double>(f.batches);
-    t.rows.push_back({f.op, batches / lanes,
-                      batches > 0 ? static_cast<double>(f.tensors) / batches : 0.0,
-                      static_cast<int64_t>(f.max_tensors),
-                      batches > 0 ? static_cast<double>(f.bytes) / batches : 0.0,
-                      static_cast<int64_t>(f.max_bytes)});
-  }
-  return t;
-}
-
-Table cycles_table(const Summary& s) {
-  Table t{"cycles",
-          "cycles (CYCLE_START markers)",
-          {},
-          {},
-          "no cycle markers (run with --timeline-mark-cycles)"};
-  t.columns = {{"cycles"},
-               {"mean_interval_ms", 3},
-               {"p50_interval_ms", 3},
-               {"max_interval_ms", 3},
-               {"batches_per_cycle", 2}};
-  if (s.cycles.cycles > 0) {
-    t.rows.push_back({static_cast<int64_t>(s.cycles.cycles), s.cycles.mean_interval_us / 1e3,
-                      s.cycles.p50_interval_us / 1e3, s.cycles.max_interval_us / 1e3,
-                      s.cycles.batches_per_cycle});
-  }
-  return t;
-}
-
-Table bandwidth_table(const Summary& s) {
-  Table t{"bandwidth",
-          "bandwidth (nccl-tests: algbw = bytes / collective time, busbw = algbw x 2(n-1)/n "
-          "allreduce, (n-1)/n allgather, 1 broadcast; per rank lane)",
-          {},
-          {},
-          "no timed collectives"};
-  t.columns = {{"op"},
-               {"batches_per_rank", 1},
-               {"bytes_per_rank", 0},
-               {"collective_ms_per_rank", 3},
-               {"algbw_gbps", 3},
-               {"busbw_gbps", 3},
-               {"bus_factor", 3}};
-  for (const auto& b : s.bandwidth) {
-    const double lanes = std::max(1, b.lanes);
-    t.rows.push_back({b.op, static_cast<double>(b.batches) / lanes,
-                      static_cast<double>(b.bytes) / lanes, b.collective_us / 1e3 / lanes,
-                      b.algbw_gbps, b.busbw_gbps, b.bus_factor});
-  }
-  return t;
-}
-
-std::string slowest_line(const Summary& s) {
-  if (s.slowest_rank < 0) return "slowest rank: none (no rank kept the others waiting)";
-  const timeline::RankLateness* row = nullptr;
-  for (const auto& x : s.lateness) {
-    if (x.rank == s.slowest_rank) row = &x;
-  }
-  if (row == nullptr) return "slowest rank: " + std::to_string(s.slowest_rank);
-  std::string host = host_of(s, row->rank);
-  return "slowest rank: " + std::to_string(row->rank) + (host.empty() ? "" : " (" + host + ")") +
-         ", last to be ready in " + std::to_string(row->times_last) + " of " +
-         std::to_string(row->negotiations) + " negotiations (" +
-         format_double("%.1f", pct(static_cast<double>(row->times_last),
-                                   static_cast<double>(row->negotiations))) +
-         "%), mean lag " + human_us(row->mean_lag_us) + "; the other ranks waited " +
-         human_us(row->caused_wait_us) + " for it";
-}
-
-std::string header_line(const SummaryCommandOptions& o, const Summary& s) {
-  std::string hosts;
-  std::map<std::string, int> per_host;
-  for (const auto& h : s.run.hostnames) ++per_host[h];
-  for (const auto& [h, n] : per_host) {
-    hosts += (hosts.empty() ? "" : ", ") + h + (n > 1 ? " x" + std::to_string(n) : "");
-  }
-  std::string line = o.path + ": ";
-  line += s.run.ranks > 0 ? std::to_string(s.run.ranks) + " ranks" : "ranks unknown";
-  if (!hosts.empty()) line += " (" + hosts + ")";
-  line += ", " + human_us(s.wall_us) + " of trace, " + std::to_string(s.events) + " events, " +
-          std::to_string(s.negotiations) + " negotiations";
-  return line;
-}
 
 int usage_error(const std::string& message) {
   std::cerr << "ranktime summary: " << message << "\n";
@@ -292,15 +72,30 @@ std::optional<std::vector<int>> parse_rank_list(const std::string& text) {
   return ranks;
 }
 
+CLI::Validator top_k_validator() {
+  return CLI::Validator(
+      [](const std::string& value) -> std::string {
+        const bool digits =
+            !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+        return digits && value.find_first_not_of('0') != std::string::npos
+                   ? std::string()
+                   : "expected a number of tensors, 1 or more, not " + value;
+      },
+      "N>=1");
+}
+
 CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
   CLI::App* cmd = app.add_subcommand(
       "summary",
       "Summarise a timeline: lateness per rank, where the time went, top tensors, "
       "fusion and bandwidth");
-  cmd->add_option("file", o->path, "timeline file (complete, or cut short by a crash)")->required();
+  add_trace_input_options(cmd,
+                          "timeline files of one run (complete, or cut short by a crash), or a "
+                          "glob pattern; rotated pieces (t.json, t.1.json, ...) are read in order",
+                          &o->paths, &o->progress, &o->progress_every_mb);
   cmd->add_option("--format", o->format, "text (aligned tables), csv or json")
       ->check(CLI::IsMember({"text", "csv", "json"}));
-  cmd->add_option("-k,--top", o->top_k, "tensors in the top-k tables")->check(CLI::PositiveNumber);
+  cmd->add_option("-k,--top", o->top_k, "tensors in the top-k tables")->check(top_k_validator());
   cmd->add_option("--from", o->from,
                   "analyse what begins at or after this trace time: 1500 (us), 1500us, 1.5ms, 2s");
   cmd->add_option("--to", o->to, "analyse what begins at or before this trace time");
@@ -313,19 +108,27 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
       ->check(CLI::IsMember({"allreduce", "allgather", "broadcast", "barrier"}, CLI::ignore_case));
   cmd->add_option("--table", o->table,
                   "print one table: run, lateness, time, top_wait, top_processing, fusion, "
-                  "cycles, bandwidth")
+                  "cycles, bandwidth, steps, step_ranks (the last two imply --by-step)")
       ->check(CLI::IsMember({"run", "lateness", "time", "top_wait", "top_processing", "fusion",
-                             "cycles", "bandwidth"}));
-  cmd->add_flag("--progress", o->progress,
-                "report progress on stderr (on by default when stderr is a terminal)");
-  cmd->add_option("--progress-every-mb", o->progress_every_mb, "MiB between progress reports")
-      ->check(CLI::PositiveNumber);
+                             "cycles", "bandwidth", "steps", "step_ranks"}));
+  cmd->add_flag("--by-step", o->by_step,
+                "add per-step tables (steps, step_ranks): from the trace's STEP marks, else "
+                "step n = each tensor's n-th negotiation; reads the files twice");
   return cmd;
 }
+
+namespace {
+
+bool wants_steps(const SummaryCommandOptions& o) {
+  return o.by_step || o.table == "steps" || o.table == "step_ranks";
+}
+
+}  // namespace
 
 int run_summary(const SummaryCommandOptions& o) {
   timeline::SummaryOptions options;
   options.top_k = o.top_k;
+  options.by_step = wants_steps(o);
   if (!o.from.empty()) {
     options.from_us = parse_time_us(o.from);
     if (!options.from_us)
@@ -349,26 +152,19 @@ int run_summary(const SummaryCommandOptions& o) {
     options.ranks = *ranks;
   }
 
-  ProgressReporter progress("ranktime summary", o.path, o.progress || isatty(2),
-                            static_cast<uint64_t>(o.progress_every_mb * 1024 * 1024));
-  timeline::TraceSummarizer summarizer(options);
-  timeline::TraceReadResult read = timeline::read_trace_file(
-      o.path,
-      [&](const timeline::TraceEvent& e) {
-        summarizer.add(e);
-        return true;
-      },
-      progress.read_options());
-  progress.done();
-  if (!read.opened) return usage_error(read.error);
-  if (!read.complete) {
-    std::cerr << "ranktime summary: warning: " << o.path << ": " << read.error
-              << "; summarising the " << read.events << " complete events before it\n";
-    if (read.events == 0) return 1;
+  TraceInputOptions input;
+  input.command = "ranktime summary";
+  input.progress = o.progress;
+  input.progress_every_bytes = static_cast<uint64_t>(o.progress_every_mb * 1024 * 1024);
+  const std::vector<std::string> paths = expand_trace_args(input, o.paths);
+  if (paths.empty()) return 2;
+  AnalysedRun run;
+  if (int status = analyse_run(input, paths, std::move(options), &run); status != 0) {
+    return status;
   }
-  Summary s = summarizer.finish();
+  const Summary& s = run.summary;
 
-  std::vector<Table> tables = {run_table(s, read),
+  std::vector<Table> tables = {run_table(s, run.truncated, run.paths.size()),
                                lateness_table(s),
                                time_table(s),
                                top_wait_table(s, o.top_k),
@@ -376,6 +172,10 @@ int run_summary(const SummaryCommandOptions& o) {
                                fusion_table(s),
                                cycles_table(s),
                                bandwidth_table(s)};
+  if (wants_steps(o)) {
+    tables.push_back(steps_table(s));
+    tables.push_back(step_ranks_table(s));
+  }
   if (!o.table.empty()) {
     std::vector<Table> only;
     for (auto& t : tables) {
@@ -386,15 +186,18 @@ int run_summary(const SummaryCommandOptions& o) {
 
   if (o.format == "json") {
     nlohmann::json out;
-    out["file"] = o.path;
-    out["reader"] = {{"events", read.events},
-                     {"bytes", read.bytes},
-                     {"complete", read.complete},
-                     {"truncated", read.truncated},
-                     {"error", read.error}};
-    if (o.table.empty()) {
-      out["slowest_rank"] = s.slowest_rank >= 0 ? nlohmann::json(s.slowest_rank) : nlohmann::json();
-      out["summary_line"] = slowest_line(s);
+    out["file"] = run.paths.front();
+    out["files"] = run.paths;
+    out["reader"] = {{"events", run.events},
+                     {"bytes", run.bytes},
+                     {"complete", run.complete},
+                     {"truncated", run.truncated},
+                     {"error", run.error}};
+    out["slowest_rank"] = s.slowest_rank >= 0 ? nlohmann::json(s.slowest_rank) : nlohmann::json();
+    out["summary_line"] = slowest_line(s);
+    out["waiting_line"] = waiting_line(s);
+    if (wants_steps(o)) {
+      out["steps_from"] = s.steps_from_marks ? "marks" : "negotiation order";
     }
     out["tables"] = nlohmann::json::object();
     for (const auto& t : tables) out["tables"][t.name] = to_json(t);
@@ -411,8 +214,11 @@ int run_summary(const SummaryCommandOptions& o) {
     return 0;
   }
   if (o.table.empty()) {
-    std::cout << header_line(o, s) << "\n";
-    if (read.truncated) std::cout << "note: " << read.error << "\n";
+    // The slowest rank is always on the second line and the waiting on the third; notes follow.
+    std::cout << header_line(run.paths, s) << "\n";
+    std::cout << slowest_line(s) << "\n";
+    std::cout << waiting_line(s) << "\n";
+    if (run.truncated) std::cout << "note: " << run.error << "\n";
     if (!s.run.has_run_end) {
       std::cout << "note: no ranktime_run_end: the run did not close the file (crash or SIGKILL)\n";
     }
@@ -420,7 +226,6 @@ int run_summary(const SummaryCommandOptions& o) {
       std::cout << "note: the writer dropped " << s.run.events_dropped
                 << " events (its buffer was full)\n";
     }
-    std::cout << slowest_line(s) << "\n";
   }
   for (const auto& t : tables) {
     if (t.name == "run" && o.table.empty()) continue;  // said in the header lines

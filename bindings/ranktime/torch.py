@@ -8,6 +8,10 @@ broadcast_optimizer_state and broadcast_object.
 Each gradient's allreduce starts from a hook as soon as backward has produced it and is named
 after its parameter (``allreduce.layer1.0.conv1.weight`` in the timeline); step() waits for them
 all, then applies the update.
+
+Importing this module also registers the torch.distributed backend "ranktime" (see
+ranktime/_distributed.py): ``torch.distributed.init_process_group("ranktime")`` runs DDP and the
+other torch.distributed calls on ranktime.
 """
 
 import contextlib
@@ -17,7 +21,7 @@ import pickle
 import numpy as np
 import torch
 
-from . import _collectives
+from . import _collectives, _distributed
 from ._core import Average
 
 __all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
@@ -254,3 +258,6 @@ def broadcast_optimizer_state(optimizer, root_rank=0):
         return value
 
     optimizer.load_state_dict(fill(skeleton))
+
+
+_distributed.register()

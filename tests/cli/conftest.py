@@ -39,7 +39,8 @@ def ranktime(*args, cwd=None, env=None, timeout=120, input=None):
 
 
 def generate(path, **options):
-    """Writes a synthetic trace with ranktime_trace_gen; options are its flags."""
+    """Writes a synthetic trace with ranktime_trace_gen; options are its flags (a list repeats
+    the flag)."""
     if TRACE_GEN is None:
         pytest.fail("ranktime_trace_gen was not found (set RANKTIME_TRACE_GEN)")
     args = [TRACE_GEN, "-o", str(path)]
@@ -47,6 +48,9 @@ def generate(path, **options):
         flag = "--" + key.replace("_", "-")
         if value is True:
             args.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                args += [flag, str(item)]
         elif value is not False and value is not None:
             args += [flag, str(value)]
     subprocess.run(args, check=True, capture_output=True, timeout=600)

@@ -2,6 +2,7 @@
 // bandwidth, so tests can compare the analysis with the truth (and benchmarks can make big ones).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <ostream>
@@ -23,6 +24,17 @@ struct SyntheticTrace {
   bool mark_cycles = false;
   bool run_end = true;  // write ranktime_run_end (a clean close)
   bool closing_bracket = true;
+  // The slow rank is late only in these steps (empty: in every step).
+  std::vector<int> slow_steps;
+  // STEP slices on pid 0 (thread "steps rank r", tid 1 + r), written after their step's
+  // negotiations, as a writer that knows a step's end only at the next mark would. Rank r marks
+  // its step start_lag_us x r late.
+  bool step_marks = false;
+  double start_lag_us = 0;
+  // Names (untrusted input for the report): tensor i is tensor_names[i] when given, else
+  // "grad.i"; every rank's host is `hostname`.
+  std::vector<std::string> tensor_names;
+  std::string hostname = "n1";
 };
 
 class SyntheticTraceWriter {
@@ -36,7 +48,7 @@ class SyntheticTraceWriter {
     emit(R"({"name":"thread_name","ph":"M","pid":0,"tid":0,"args":{"name":"cycles"}})");
     std::string hosts, pids, offsets;
     for (int r = 0; r < t_.ranks; ++r) {
-      hosts += std::string(r ? "," : "") + "\"n1\"";
+      hosts += std::string(r ? "," : "") + json_string(t_.hostname);
       pids += std::string(r ? "," : "") + std::to_string(400 + r);
       offsets += std::string(r ? "," : "") + "0";
     }
@@ -46,6 +58,20 @@ class SyntheticTraceWriter {
         R"(],"start_time_since_epoch_in_micros":1795000000000000,"config":{},"clock_offsets_us":[)" +
         offsets + R"(],"clock_uncertainty_us":[)" + offsets + R"(],"mark_cycles":)" +
         (t_.mark_cycles ? "true" : "false") + R"(,"all_ranks":true}})");
+    if (t_.step_marks) {
+      for (int r = 0; r < t_.ranks; ++r) {
+        emit(R"({"name":"thread_name","ph":"M","pid":0,"tid":)" + std::to_string(r + 1) +
+             R"(,"args":{"name":"steps rank )" + std::to_string(r) + "\"}}");
+      }
+    }
+  }
+
+  // When step s begins on rank r (its STEP mark).
+  double step_start(int s, int r) const { return 500 + s * t_.step_us + r * t_.start_lag_us; }
+  bool slow_in(int s) const {
+    return t_.slow_rank >= 0 && t_.delay_us > 0 &&
+           (t_.slow_steps.empty() ||
+            std::find(t_.slow_steps.begin(), t_.slow_steps.end(), s) != t_.slow_steps.end());
   }
 
   void step(int s) {
@@ -54,8 +80,11 @@ class SyntheticTraceWriter {
     for (int i = 0; i < t_.tensors; ++i) {
       const int pid = 1 + i;
       if (s == 0) {
+        const std::string name = static_cast<size_t>(i) < t_.tensor_names.size()
+                                     ? t_.tensor_names[i]
+                                     : "grad." + std::to_string(i);
         emit(R"({"name":"process_name","ph":"M","pid":)" + std::to_string(pid) +
-             R"(,"tid":0,"args":{"name":"grad.)" + std::to_string(i) + R"("}})");
+             R"(,"tid":0,"args":{"name":)" + json_string(name) + "}}");
         emit(R"({"name":"process_sort_index","ph":"M","pid":)" + std::to_string(pid) +
              R"(,"tid":0,"args":{"sort_index":)" + std::to_string(i) + "}}");
         emit(R"({"name":"thread_name","ph":"M","pid":)" + std::to_string(pid) +
@@ -66,7 +95,7 @@ class SyntheticTraceWriter {
         }
       }
       const double first = t0 + i * 10.0;
-      const bool slow = t_.slow_rank >= 0 && t_.delay_us > 0;
+      const bool slow = slow_in(s);
       const double last = first + (slow ? t_.delay_us : 0);
       emit(R"({"name":"NEGOTIATE_ALLREDUCE","ph":"B","pid":)" + std::to_string(pid) +
            R"(,"tid":0,"ts":)" + ts(first) + "}");
@@ -96,6 +125,14 @@ class SyntheticTraceWriter {
       }
       for (int r = 0; r < t_.ranks; ++r) {
         for (int i = b0; i < b0 + n; ++i) op_slice(1 + i, r, response, n);
+      }
+    }
+    if (t_.step_marks) {
+      for (int r = 0; r < t_.ranks; ++r) {
+        const double begin = step_start(s, r);
+        emit(R"({"name":"STEP","ph":"X","pid":0,"tid":)" + std::to_string(r + 1) + R"(,"ts":)" +
+             ts(begin) + R"(,"dur":)" + ts(step_start(s + 1, r) - begin) + R"(,"args":{"step":)" +
+             std::to_string(s) + "}}");
       }
     }
   }
@@ -145,6 +182,24 @@ class SyntheticTraceWriter {
   void span(const std::string& lane, const char* name, double begin, double end) {
     emit(std::string(R"({"name":")") + name + R"(","ph":"B")" + lane + ts(begin) + "}");
     emit(std::string(R"({"name":")") + name + R"(","ph":"E")" + lane + ts(end) + "}");
+  }
+
+  // A JSON string literal for any name (quotes, backslashes and control characters escaped).
+  static std::string json_string(const std::string& text) {
+    std::string out = "\"";
+    for (unsigned char c : text) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c < 0x20) {
+        char buffer[8];
+        std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
+        out += buffer;
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    return out + "\"";
   }
 
   static std::string ts(double us) {

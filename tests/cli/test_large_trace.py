@@ -1,5 +1,6 @@
-"""`summary` and `check` stream a large trace (1 GiB by default; RANKTIME_LARGE_TRACE_MB changes
-it) in bounded memory and report progress. Also measures the events parsed per second."""
+"""`summary`, `check` and `report` stream a large trace (1 GiB by default;
+RANKTIME_LARGE_TRACE_MB changes it) in bounded memory and report progress. Also measures the
+events parsed per second."""
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ PROGRESS_MB = max(1.0, SIZE_MB / 8)
 def large_trace(tmp_path_factory):
     path = tmp_path_factory.mktemp("large") / "large.json"
     generate(path, ranks=8, tensors=100, fused=10, slow_rank=3, delay_us=20000, steps=1,
-             target_mb=SIZE_MB)
+             target_mb=SIZE_MB, step_marks=True, start_lag_us=5)
     yield path
     path.unlink()  # do not leave a gigabyte behind in pytest's kept temporary directories
 
@@ -95,3 +96,20 @@ def test_check_streams_in_bounded_memory(cli, large_trace):
     assert rss < MAX_RSS_MB, f"check used {rss:.0f} MiB for a {SIZE_MB:.0f} MiB trace"
     events = int(stdout.split(": OK: ")[1].split(" events")[0])
     report("check", events, cpu, wall, rss)
+
+
+def test_report_streams_in_bounded_memory(cli, large_trace, tmp_path):
+    """The page holds aggregates: both passes (step marks, then the analysis) stay in bounded
+    memory, and the page is small."""
+    page = tmp_path / "large.html"
+    stdout, stderr, rss, cpu, wall = run_measured("report", large_trace, "-o", page, "--progress",
+                                             "--progress-every-mb", PROGRESS_MB)
+    # "PAGE: B bytes, S steps, R ranks, from E events"
+    facts = stdout.strip().split(": ")[1].split(", ")
+    assert int(facts[1].split()[0]) > 100
+    events = int(facts[3].split()[1])
+    passes = [line for line in stderr.splitlines() if line.startswith("ranktime report: pass ")]
+    assert any("pass 1 of 2 (step marks)" in line for line in passes), stderr
+    assert rss < MAX_RSS_MB, f"report used {rss:.0f} MiB for a {SIZE_MB:.0f} MiB trace"
+    assert page.stat().st_size < 2 * 1024 * 1024
+    report("report (two passes)", 2 * events, cpu, wall, rss)

@@ -30,8 +30,12 @@ def test_text_summary_names_the_slow_rank_first(cli, slow_trace):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"{slow_trace}: 4 ranks (n1 x4)")
-    assert lines[1].startswith("slowest rank: 2 (n1), last to be ready in 60 of 60 negotiations "
-                               "(100.0%), mean lag 20.000 ms; the other ranks waited 3.600 s for it")
+    # Wall-clock waits: per step, each of the 3 other ranks waits from its first tensor's readiness
+    # to the slow rank's last (tensors are 10 us apart): 3 x (20 ms + 50 us) x 10 steps.
+    assert lines[1] == ("slowest rank: 2 (n1), last to be ready in 60 of 60 negotiations "
+                        "(100.0%), mean lag 20.000 ms; the other ranks waited 601.500 ms for it")
+    assert lines[2].startswith("waiting: the ranks spent 601.500 ms of their 4 x ")
+    assert lines[2].endswith("waiting for another rank's tensor; 100.0% of it for rank 2 (n1)")
     for title in ["lateness per rank", "where the time went", "top 10 tensors by negotiation wait",
                   "top 10 tensors by processing time", "fusion", "cycles", "bandwidth"]:
         assert any(line.startswith(title) for line in lines), title
@@ -66,8 +70,28 @@ def test_json_parses_and_matches(cli, slow_trace):
     rows = lateness_by_rank(summary)
     assert rows[2]["mean_lag_ms"] == pytest.approx(20.0)
     assert rows[2]["times_last"] == 60
-    assert rows[2]["others_waited_ms"] == pytest.approx(3 * 20 * 60)
+    assert rows[2]["others_waited_ms"] == pytest.approx(3 * 20.05 * 10)
+    assert rows[0]["waited_ms"] == pytest.approx(20.05 * 10)
     assert len(summary["tables"]["top_wait"]) == 6
+    run = summary["tables"]["run"][0]
+    # Booleans are JSON booleans, not strings.
+    assert run["closed_cleanly"] is True
+    assert run["truncated"] is False
+    wall = run["wall_ms"]
+    assert run["waited_ms"] == pytest.approx(601.5)
+    assert run["waited_pct"] == pytest.approx(100 * 601.5 / (4 * wall), abs=0.05)
+    # Shares are unions over wall time: never above 100%.
+    for row in summary["tables"]["time"]:
+        assert 0 <= row["share_pct"] <= 100, row
+        assert row["busy_ms"] <= wall + 1e-6, row
+
+
+def test_single_table_json_keeps_the_top_level_keys(cli, slow_trace):
+    summary = summary_json(slow_trace, "--table", "lateness")
+    assert summary["slowest_rank"] == 2
+    assert summary["summary_line"].startswith("slowest rank: 2 ")
+    assert summary["waiting_line"].startswith("waiting: ")
+    assert list(summary["tables"]) == ["lateness"]
 
 
 def test_single_table_csv_has_no_table_column(cli, slow_trace):
@@ -106,12 +130,14 @@ def test_op_filter(cli, slow_trace):
     (["--from", "3 days"], "--from 3 days: expected a time like 1500, 1.5ms or 2s"),
     (["--from", "2s", "--to", "1s"], "--to 1s is before --from 2s"),
     (["--format", "xml"], "xml"),
-    (["-k", "0"], "0"),
+    (["-k", "0"], "--top: expected a number of tensors, 1 or more, not 0"),
+    (["-k", "-3"], "--top: expected a number of tensors, 1 or more, not -3"),
 ])
 def test_summary_bad_options(cli, slow_trace, args, message):
     result = ranktime("summary", slow_trace, *args)
     assert result.returncode == 2
     assert message in result.stderr
+    assert "1.797" not in result.stderr
 
 
 def test_missing_file(cli, tmp_path):
@@ -131,6 +157,87 @@ def test_truncated_file_still_summarises(cli, slow_trace):
     summary = summary_json(slow_trace)
     assert summary["reader"]["truncated"] is True
     assert lateness_by_rank(summary)[2]["mean_lag_ms"] == pytest.approx(20.0)
+
+
+# --- per step -----------------------------------------------------------------------------------
+
+def test_by_step_csv_without_step_marks(cli, tmp_path):
+    trace = generate(tmp_path / "t.json", ranks=4, tensors=5, steps=6, slow_rank=1,
+                     delay_us=8000, slow_steps="2,4")
+    result = ranktime("summary", trace, "--by-step", "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    tables = csv_tables(result.stdout)
+    steps = {int(row["step"]): row for row in tables["steps"]}
+    assert sorted(steps) == list(range(6))
+    for step, row in steps.items():
+        late = step in (2, 4)
+        assert row["last_rank"] == ("1" if late else "-1")
+        assert float(row["waited_for_last_ms"]) == pytest.approx(3 * 8.04 if late else 0)
+    cells = {(int(r["step"]), int(r["rank"])): r for r in tables["step_ranks"]}
+    assert len(cells) == 6 * 4
+    assert float(cells[(2, 1)]["ready_lag_ms"]) == pytest.approx(8.0)
+    assert float(cells[(3, 1)]["ready_lag_ms"]) == 0
+    assert cells[(2, 1)]["start_lag_ms"] == ""  # no step marks: no start lags
+    text = ranktime("summary", trace, "--by-step").stdout
+    assert "no step marks in the trace: step n is each tensor's n-th negotiation" in text
+
+
+def test_by_step_json_with_step_marks(cli, tmp_path):
+    trace = generate(tmp_path / "t.json", ranks=3, tensors=4, steps=5, slow_rank=2,
+                     delay_us=6000, slow_steps="3", step_marks=True, start_lag_us=100)
+    assert ranktime("check", trace).returncode == 0
+    summary = summary_json(trace, "--by-step")
+    assert summary["steps_from"] == "marks"
+    rows = summary["tables"]["step_ranks"]
+    assert len(rows) == 5 * 3
+    for row in rows:
+        assert row["start_lag_ms"] == pytest.approx(0.1 * row["rank"])
+        late = row["step"] == 3 and row["rank"] == 2
+        assert row["ready_lag_ms"] == pytest.approx(6.0 if late else 0)
+    only = summary_json(trace, "--table", "steps")
+    assert [row["last_rank"] for row in only["tables"]["steps"]] == [-1, -1, -1, 2, -1]
+
+
+# --- several files ------------------------------------------------------------------------------
+
+def split_like_rotation(path, tmp_path):
+    """Splits a trace into t.json and t.1.json as a size budget would: each a valid standalone
+    trace with the metadata, the run's events divided between steps."""
+    events = events_of(path)
+    meta = [e for e in events if '"ph":"M"' in e and "ranktime_run_end" not in e]
+    end = [e for e in events if "ranktime_run_end" in e]
+    body = [e for e in events if '"ph":"M"' not in e]
+    cut = next(i for i, e in enumerate(body) if json.loads(e)["ts"] > 500_000)
+    first = write_events(tmp_path / "t.json", meta + body[:cut])
+    second = write_events(tmp_path / "t.1.json", meta + body[cut:] + end)
+    return first, second
+
+
+def test_rotated_files_summarise_as_one_run(cli, slow_trace, tmp_path):
+    whole = summary_json(slow_trace)
+    first, second = split_like_rotation(slow_trace, tmp_path)
+    for args in ([second, first], [str(tmp_path / "t*.json")]):
+        parts = summary_json(*args)
+        assert parts["files"] == [str(first), str(second)]
+        assert parts["tables"]["lateness"] == whole["tables"]["lateness"]
+        assert parts["tables"]["run"][0]["negotiations"] == 60
+        assert parts["tables"]["run"][0]["files"] == 2
+        assert parts["slowest_rank"] == 2
+    text = ranktime("summary", first, second).stdout.splitlines()
+    assert text[0].startswith(f"{first} (+1 files): 4 ranks")
+    checked = ranktime("check", str(tmp_path / "t*.json"))
+    assert checked.returncode == 0, checked.stdout
+    assert checked.stdout.splitlines() == [
+        f"{first}: OK: {len(events_of(first))} events, 4 ranks, 30 negotiations, "
+        "no ranktime_run_end (the run did not close the file; still valid)",
+        f"{second}: OK: {len(events_of(second))} events, 4 ranks, 30 negotiations, closed cleanly"]
+
+
+def test_pattern_matching_nothing(cli, tmp_path):
+    for command in ["summary", "check"]:
+        result = ranktime(command, str(tmp_path / "none*.json"))
+        assert result.returncode == 2
+        assert f"no file matches {tmp_path}/none*.json" in result.stderr
 
 
 # --- check --------------------------------------------------------------------------------------

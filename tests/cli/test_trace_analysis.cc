@@ -105,8 +105,9 @@ TEST_P(SlowRank, NamesTheSlowRankAndItsLag) {
       EXPECT_NEAR(r.p50_lag_us, 20000, 100);
       EXPECT_NEAR(r.p95_lag_us, 20000, 100);
       EXPECT_DOUBLE_EQ(r.max_lag_us, 20000);
-      // Three other ranks waited 20 ms in every negotiation.
-      EXPECT_NEAR(r.caused_wait_us, 3 * 20000.0 * negotiations, 1e-6);
+      // Three other ranks waited, in wall-clock time, from the first tensor's readiness to the
+      // last one's (10 µs apart) plus 20 ms, once per step.
+      EXPECT_NEAR(r.caused_wait_us, 3 * (50 + 20000.0) * t.steps, 1e-6);
     } else {
       EXPECT_EQ(r.times_last, 0u);
       EXPECT_DOUBLE_EQ(r.mean_lag_us, 0);
@@ -136,7 +137,7 @@ TEST(Summary, RankFilterRecomputesLateness) {
   Summary b = summarize(text, pair);
   EXPECT_EQ(b.slowest_rank, 2);
   ASSERT_EQ(b.lateness.size(), 2u);
-  EXPECT_NEAR(b.lateness[1].caused_wait_us, 5000.0 * t.tensors * t.steps, 1e-6);
+  EXPECT_NEAR(b.lateness[1].caused_wait_us, (5000.0 + 10 * (t.tensors - 1)) * t.steps, 1e-6);
 }
 
 TEST(Summary, TimeWindowKeepsWhatBeginsInside) {

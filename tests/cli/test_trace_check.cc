@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -229,6 +231,200 @@ TEST(TraceCheck, MissingArgs) {
       << c.all_messages();
   EXPECT_TRUE(c.has("has no integer \"last_rank\" arg")) << c.all_messages();
   EXPECT_TRUE(c.has("has no number \"spread_us\" arg")) << c.all_messages();
+}
+
+// A trace with a flow arrow from the last rank's tick of the first negotiation to the start of
+// that tensor's processing on rank 0's lane, as Perfetto's flow events (v1) write it.
+// The *_fields ("id":7,) go into the start and end events.
+std::vector<std::string> with_flow(const std::string& start_fields, const std::string& end_fields) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  const int tick = find_event(events, {"\"name\":\"1\",\"ph\":\"X\"", "\"pid\":1,"});
+  const int op = find_event(events, {"\"ALLREDUCE\",\"ph\":\"B\"", "\"pid\":1,\"tid\":1,"});
+  EXPECT_GE(tick, 0);
+  EXPECT_GE(op, 0);
+  auto ts_of = [&](int i) {
+    const std::string& e = events[i];
+    size_t at = e.find("\"ts\":") + 5;
+    return e.substr(at, e.find_first_of(",}", at) - at);
+  };
+  const std::string flow = R"({"name":"waited for rank 1","cat":"lateness",)";
+  // The end first: the file is sorted per thread only, so either end may come first.
+  events.insert(events.begin() + op + 1,
+                flow + end_fields + R"("ph":"f","pid":1,"tid":1,"ts":)" + ts_of(op) + "}");
+  events.insert(events.begin() + tick + 1,
+                flow + start_fields + R"("ph":"s","pid":1,"tid":0,"ts":)" + ts_of(tick) + "}");
+  return events;
+}
+
+TEST(TraceCheck, FlowArrowsValidate) {
+  for (const std::string id : {R"("id":7,)", R"("id":"0x7",)"}) {
+    Checked c = check_text(join_events(with_flow(id, id + R"("bp":"e",)")));
+    EXPECT_TRUE(c.checker.ok()) << c.all_messages();
+    EXPECT_EQ(c.checker.flows(), 1u);
+    EXPECT_EQ(c.checker.flow_events(), 2u);
+    EXPECT_EQ(c.checker.negotiations(), 6u);
+  }
+  // An arrow whose other end is not in the file (cut off, or in another rotated file) is fine.
+  auto events = with_flow(R"("id":1,)", R"("id":2,"bp":"e",)");
+  Checked dangling = check_text(join_events(events));
+  EXPECT_TRUE(dangling.checker.ok()) << dangling.all_messages();
+  EXPECT_EQ(dangling.checker.flows(), 0u);
+}
+
+TEST(TraceCheck, BrokenFlowArrows) {
+  Checked no_id = check_text(join_events(with_flow("", R"("id":1,)")));
+  EXPECT_TRUE(
+      no_id.has("flow event 'waited for rank 1' ('s') on pid 1 (tensor 'grad.0') tid 0 "
+                "has no \"id\""))
+      << no_id.all_messages();
+  Checked bad_bp = check_text(join_events(with_flow(R"("id":1,)", R"("id":1,"bp":"x",)")));
+  EXPECT_TRUE(bad_bp.has("has \"bp\":\"x\" (the only binding point is \"e\")"))
+      << bad_bp.all_messages();
+  Checked float_id = check_text(join_events(with_flow(R"("id":1.5,)", R"("id":1,)")));
+  EXPECT_TRUE(float_id.has("\"id\" is neither an integer nor a string")) << float_id.all_messages();
+  // An arrow back in time: the end placed before the start.
+  auto events = with_flow(R"("id":3,)", R"("id":3,"bp":"e",)");
+  int end = find_event(events, {"\"ph\":\"f\""});
+  auto& line = events[end];
+  line.replace(line.find("\"ts\":"), std::string::npos, "\"ts\":1.000}");
+  Checked back = check_text(join_events(events));
+  EXPECT_TRUE(back.has("flow arrow id 3 ends (ts 1.000) before it starts")) << back.all_messages();
+}
+
+TEST(TraceCheck, StepMarks) {
+  testing::SyntheticTrace t = small_trace();
+  t.step_marks = true;
+  t.start_lag_us = 20;
+  const std::string text = testing::synthetic_text(t);
+  Checked good = check_text(text);
+  EXPECT_TRUE(good.checker.ok()) << good.all_messages();
+
+  auto events = event_lines(text);
+  auto broken = events;
+  broken.erase(broken.begin() + find_event(broken, {"\"steps rank 1\""}));
+  Checked unnamed = check_text(join_events(broken));
+  EXPECT_TRUE(unnamed.has("STEP slice on pid 0 tid 2, a thread not named 'steps rank r'"))
+      << unnamed.all_messages();
+
+  broken = events;
+  int second = find_event(broken, {"\"STEP\"", "\"tid\":1,", "\"step\":1"});
+  ASSERT_GE(second, 0);
+  broken[second].replace(broken[second].find("\"step\":1"), 8, "\"step\":0");
+  Checked repeated = check_text(join_events(broken));
+  EXPECT_TRUE(repeated.has("STEP 0 of rank 0 after step 0: a rank's steps are numbered upwards"))
+      << repeated.all_messages();
+
+  broken = events;
+  int name = find_event(broken, {"\"steps rank 1\""});
+  broken[name].replace(broken[name].find("steps rank 1"), 12, "steps rank 9");
+  Checked outside = check_text(join_events(broken));
+  EXPECT_TRUE(outside.has("thread 'steps rank 9' on pid 0 names rank 9, but the run has 2 ranks"))
+      << outside.all_messages();
+
+  broken = events;
+  int step = find_event(broken, {"\"STEP\""});
+  broken[step].erase(broken[step].find(",\"dur\""),
+                     broken[step].find(",\"args\"") - broken[step].find(",\"dur\""));
+  Checked no_dur = check_text(join_events(broken));
+  EXPECT_TRUE(no_dur.has("STEP slice of rank 0 has no \"dur\" >= 0")) << no_dur.all_messages();
+}
+
+TEST(TraceCheck, RunMetadataMayBeAnInstant) {
+  auto events = event_lines(testing::synthetic_text(small_trace()));
+  for (const char* name : {"\"ranktime_run\"", "\"ranktime_run_end\""}) {
+    int i = find_event(events, {name});
+    ASSERT_GE(i, 0);
+    const std::string m = "\"ph\":\"M\"";
+    events[i].replace(events[i].find(m), m.size(), "\"ph\":\"i\",\"s\":\"g\",\"ts\":0");
+  }
+  // The end instant comes last, with the file's last timestamp.
+  auto& end = events.back();
+  end.replace(end.find("\"ts\":0"), 6, "\"ts\":999999");
+  Checked c = check_text(join_events(events));
+  EXPECT_TRUE(c.checker.ok()) << c.all_messages();
+  EXPECT_EQ(c.checker.ranks(), 2);
+  EXPECT_TRUE(c.checker.has_run_end());
+}
+
+// The same trace with every B/E pair on a tensor's threads written as one complete 'X' slice
+// (at the B's place, args of both), as a writer that knows a slice's end may write it.
+std::string as_complete_slices(const std::string& text) {
+  auto events = event_lines(text);
+  std::vector<nlohmann::json> parsed;
+  std::vector<bool> keep(events.size(), true);
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> open;
+  for (size_t i = 0; i < events.size(); ++i) {
+    parsed.push_back(nlohmann::json::parse(events[i]));
+    nlohmann::json& e = parsed.back();
+    if (e["pid"].get<int64_t>() == 0 || (e["ph"] != "B" && e["ph"] != "E")) continue;
+    auto& stack = open[{e["pid"].get<int64_t>(), e["tid"].get<int64_t>()}];
+    if (e["ph"] == "B") {
+      stack.push_back(i);
+      continue;
+    }
+    nlohmann::json& b = parsed[stack.back()];
+    stack.pop_back();
+    b["ph"] = "X";
+    b["dur"] = e["ts"].get<double>() - b["ts"].get<double>();
+    if (e.contains("args")) b["args"].update(e["args"]);
+    keep[i] = false;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (keep[i]) out.push_back(parsed[i].dump());
+  }
+  return join_events(out);
+}
+
+TEST(TraceCheck, CompleteSlicesReadAsPairs) {
+  testing::SyntheticTrace t = small_trace();
+  t.ranks = 4;
+  t.slow_rank = 2;
+  t.delay_us = 5000;
+  t.fused = 3;
+  t.tensors = 6;
+  const std::string pairs = testing::synthetic_text(t);
+  const std::string complete = as_complete_slices(pairs);
+  ASSERT_EQ(complete.find("\"ph\":\"B\""), std::string::npos);
+  Checked c = check_text(complete);
+  EXPECT_TRUE(c.checker.ok()) << c.all_messages();
+  EXPECT_EQ(c.checker.negotiations(), 12u);
+  EXPECT_TRUE(c.checker.open_slices().empty());
+
+  auto summarize = [](const std::string& text) {
+    TraceSummarizer summarizer;
+    std::istringstream in(text);
+    read_trace(in, [&](const TraceEvent& e) {
+      summarizer.add(e);
+      return true;
+    });
+    return summarizer.finish();
+  };
+  Summary a = summarize(pairs), b = summarize(complete);
+  EXPECT_EQ(b.negotiations, a.negotiations);
+  EXPECT_EQ(b.slowest_rank, 2);
+  ASSERT_EQ(b.lateness.size(), a.lateness.size());
+  for (size_t r = 0; r < a.lateness.size(); ++r) {
+    EXPECT_DOUBLE_EQ(b.lateness[r].caused_wait_us, a.lateness[r].caused_wait_us);
+    EXPECT_EQ(b.lateness[r].times_last, a.lateness[r].times_last);
+  }
+  ASSERT_EQ(b.phases.size(), a.phases.size());
+  for (size_t i = 0; i < a.phases.size(); ++i) {
+    EXPECT_EQ(b.phases[i].phase, a.phases[i].phase);
+    EXPECT_EQ(b.phases[i].count, a.phases[i].count);
+    EXPECT_NEAR(b.phases[i].busy_us, a.phases[i].busy_us, 1e-6);
+  }
+  ASSERT_EQ(b.fusion.size(), 1u);
+  EXPECT_EQ(b.fusion[0].batches, a.fusion[0].batches);
+  EXPECT_EQ(b.fusion[0].tensors, a.fusion[0].tensors);
+
+  // A complete slice that overlaps its parent's end is still an improper nesting.
+  auto events = event_lines(complete);
+  int queue = find_event(events, {"\"QUEUE\"", "\"ph\":\"X\""});
+  auto& line = events[queue];
+  line.replace(line.find("\"dur\":"), std::string::npos, "\"dur\":100000.0}");
+  Checked broken = check_text(join_events(events));
+  EXPECT_FALSE(broken.checker.ok());
 }
 
 TEST(TraceCheck, TruncatedFileSaysWhereAndHowToRepair) {

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -182,6 +187,47 @@ TEST(TraceReader, KeepsUtf8AndEscapes) {
       R"([{"name":"process_name","ph":"M","pid":1,"tid":0,"args":{"name":"w\"eight\\ \u00e9 \u4e2d"}}])");
   ASSERT_TRUE(c.result.complete);
   EXPECT_EQ(c.events[0].args["name"], "w\"eight\\ \xc3\xa9 \xe4\xb8\xad");
+}
+
+TEST(TraceReader, FlowFields) {
+  Collected c = read_text(R"([{"name":"a","ph":"s","id":7,"pid":1,"tid":0,"ts":1},)"
+                          R"({"name":"a","ph":"f","bp":"e","id":"0x7","pid":1,"tid":1,"ts":2},)"
+                          R"({"name":"a","ph":"f","pid":1,"tid":1,"ts":3}])");
+  ASSERT_EQ(c.events.size(), 3u);
+  EXPECT_TRUE(c.events[0].has_id);
+  EXPECT_EQ(c.events[0].id, "7");
+  EXPECT_EQ(c.events[0].bp, "");
+  EXPECT_EQ(c.events[1].id, "0x7");
+  EXPECT_EQ(c.events[1].bp, "e");
+  EXPECT_FALSE(c.events[2].has_id);
+  EXPECT_EQ(c.events[2].id, "");
+}
+
+TEST(TraceFileSet, RotatedPiecesInOrderAndGlobs) {
+  char pattern[] = "/tmp/ranktime-file-set-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  for (const char* name : {"t.json", "t.1.json", "t.2.json", "t.10.json", "u.json", "u.1.json"}) {
+    std::ofstream(dir + "/" + name) << "[]";
+  }
+  std::string error;
+  // As a shell expands t*.json: alphabetical.
+  std::vector<std::string> shell = {dir + "/t.1.json", dir + "/t.10.json", dir + "/t.2.json",
+                                    dir + "/t.json"};
+  std::vector<std::string> expected = {dir + "/t.json", dir + "/t.1.json", dir + "/t.2.json",
+                                       dir + "/t.10.json"};
+  EXPECT_EQ(trace_file_set(shell, &error), expected);
+  // A pattern the shell left alone (quoted) is expanded here.
+  EXPECT_EQ(trace_file_set({dir + "/t*.json"}, &error), expected);
+  // Sets keep the order they were named in.
+  std::vector<std::string> both = trace_file_set({dir + "/u*.json", dir + "/t.1.json"}, &error);
+  std::vector<std::string> both_expected = {dir + "/u.json", dir + "/u.1.json", dir + "/t.1.json"};
+  EXPECT_EQ(both, both_expected);
+  // A missing plain file is left for the reader to report; a pattern matching nothing fails.
+  EXPECT_EQ(trace_file_set({dir + "/missing.json"}, &error).size(), 1u);
+  EXPECT_TRUE(trace_file_set({dir + "/nothing*.json"}, &error).empty());
+  EXPECT_EQ(error, "no file matches " + dir + "/nothing*.json");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

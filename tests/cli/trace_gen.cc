@@ -27,6 +27,12 @@ int main(int argc, char** argv) {
   app.add_flag("--no-run-end", no_run_end, "leave out ranktime_run_end (as after SIGKILL)");
   app.add_flag("--no-closing-bracket", no_closing_bracket);
   app.add_option("--target-mb", target_mb, "keep adding steps until the file is this big");
+  app.add_option("--slow-steps", t.slow_steps, "the slow rank is late only in these steps")
+      ->delimiter(',');
+  app.add_flag("--step-marks", t.step_marks, "STEP slices on pid 0 (thread 'steps rank r')");
+  app.add_option("--start-lag-us", t.start_lag_us, "rank r marks its step r x this late");
+  app.add_option("--tensor-name", t.tensor_names, "names of the first tensors (repeat)");
+  app.add_option("--hostname", t.hostname, "every rank's host");
   CLI11_PARSE(app, argc, argv);
   t.run_end = !no_run_end;
   t.closing_bracket = !no_closing_bracket;

@@ -1,11 +1,13 @@
-// One-pass trace analysis for `ranktime summary`. Negotiations give lateness (their ticks),
-// rank lanes give where the time went, fusion and bandwidth. Fused batches share their slices:
-// a slice shared by a batch's tensors (same rank, name, begin and end) is counted once.
+// One-pass trace analysis for `ranktime summary` and `report`. Negotiations give lateness and
+// wall-clock waits (their ticks), rank lanes give where the time went, fusion and bandwidth.
+// Fused batches share their slices: a slice shared by a batch's tensors (same rank, name, begin
+// and end) is counted once.
 #include "ranktime/timeline/trace_analysis.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 
 #include "ranktime/timeline/trace_names.h"
 
@@ -17,6 +19,14 @@ const double kHistogramLogStep = std::log(1.01);
 // Bound on fused batches (and their shared slices) waiting for their other members. The writer
 // emits a batch's members close together; this only matters for broken traces.
 constexpr size_t kMaxPending = size_t{1} << 16;
+// Steps whose negotiations may still come. Negotiations complete nearly in step order; one of a
+// step already closed reopens it and is added to it.
+constexpr size_t kMaxOpenSteps = 8;
+// Per-step figures keep a row per rank and step; ranks from here up (a corrupt trace's, or a run
+// larger than any this tool is for) are left out of them, not of the run's figures.
+constexpr int kMaxStepRanks = 4096;
+// Intervals kept per (phase, rank) union before older ones are folded (IntervalUnion).
+constexpr size_t kPhaseUnionIntervals = 256;
 
 int64_t to_ns(double us) { return std::llround(us * 1000.0); }
 
@@ -36,6 +46,18 @@ double number_arg(const nlohmann::json& args, const char* key, double fallback) 
 
 bool has_arg(const nlohmann::json& args, const char* key) {
   return args.is_object() && args.contains(key);
+}
+
+std::vector<double> number_list(const nlohmann::json& args, const char* key) {
+  std::vector<double> out;
+  if (!args.is_object() || !args.contains(key) || !args[key].is_array()) return out;
+  for (const auto& v : args[key]) out.push_back(v.is_number() ? v.get<double>() : 0.0);
+  return out;
+}
+
+bool is_run_metadata(const TraceEvent& e) {
+  return (e.phase() == 'M' || (e.phase() == 'i' && e.pid == 0)) &&
+         (e.name == "ranktime_run" || e.name == "ranktime_run_end");
 }
 
 }  // namespace
@@ -74,6 +96,44 @@ double LogHistogram::quantile(double q) const {
     return std::clamp(sums_[b] / static_cast<double>(counts_[b]), min_, max_);
   }
   return max_;
+}
+
+bool StepMarks::empty() const {
+  for (const auto& marks : by_rank) {
+    if (!marks.empty()) return false;
+  }
+  return true;
+}
+
+int64_t StepMarks::step_at(int rank, double ts) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= by_rank.size()) return -1;
+  const auto& marks = by_rank[rank];
+  auto after = std::upper_bound(marks.begin(), marks.end(), ts,
+                                [](double t, const auto& mark) { return t < mark.first; });
+  if (after == marks.begin()) return -1;
+  return std::prev(after)->second;
+}
+
+void StepMarkCollector::add(const TraceEvent& e) {
+  if (e.pid != 0) return;
+  if (e.phase() == 'M' && e.name == "thread_name" && e.args.is_object() &&
+      e.args.contains("name") && e.args["name"].is_string()) {
+    const int64_t rank = step_thread_rank(e.args["name"].get<std::string>());
+    if (rank >= 0 && rank < kMaxTraceRanks) thread_rank_[e.tid] = rank;
+    return;
+  }
+  if (e.phase() != 'X' || e.name != kStepSliceName || !e.has_ts) return;
+  auto it = thread_rank_.find(e.tid);
+  const int64_t rank = it != thread_rank_.end() ? it->second : int_arg(e.args, "rank", -1);
+  const int64_t step = int_arg(e.args, "step", -1);
+  if (rank < 0 || rank >= kMaxTraceRanks || step < 0) return;
+  if (static_cast<size_t>(rank) >= marks_.by_rank.size()) marks_.by_rank.resize(rank + 1);
+  marks_.by_rank[rank].emplace_back(e.ts, step);
+}
+
+StepMarks StepMarkCollector::finish() {
+  for (auto& marks : marks_.by_rank) std::stable_sort(marks.begin(), marks.end());
+  return std::move(marks_);
 }
 
 double bus_bandwidth_factor(const std::string& op, int ranks) {
@@ -163,6 +223,15 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
     summary_.run.has_run_metadata = true;
     const int64_t ranks = int_arg(args, "ranks", 0);
     summary_.run.ranks = ranks > 0 && ranks <= kMaxTraceRanks ? static_cast<int>(ranks) : 0;
+    summary_.run.clock_offsets_us = number_list(args, "clock_offsets_us");
+    summary_.run.clock_uncertainty_us = number_list(args, "clock_uncertainty_us");
+    if (args.is_object() && args.contains("config") && args["config"].is_object()) {
+      summary_.run.config.clear();
+      for (const auto& [key, value] : args["config"].items()) {
+        summary_.run.config.emplace_back(
+            key, value.is_string() ? value.get<std::string>() : value.dump());
+      }
+    }
     summary_.run.start_time_since_epoch_us = int_arg(args, "start_time_since_epoch_in_micros", 0);
     if (args.is_object() && args.contains("hostnames") && args["hostnames"].is_array()) {
       summary_.run.hostnames.clear();
@@ -173,6 +242,8 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
   } else if (e.name == "ranktime_run_end") {
     summary_.run.has_run_end = true;
     summary_.run.events_dropped = int_arg(args, "events_dropped", 0);
+    summary_.run.final_clock_offsets_us = number_list(args, "clock_offsets_us");
+    summary_.run.final_clock_uncertainty_us = number_list(args, "clock_uncertainty_us");
   } else if (e.name == "process_name" && e.pid > 0 && args.is_object() && args.contains("name") &&
              args["name"].is_string()) {
     tensor(e.pid).name = args["name"].get<std::string>();
@@ -181,7 +252,7 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
 
 void TraceSummarizer::add(const TraceEvent& e) {
   ++summary_.events;
-  if (e.phase() == 'M') {
+  if (e.phase() == 'M' || is_run_metadata(e)) {
     on_metadata(e);
     return;
   }
@@ -227,7 +298,7 @@ void TraceSummarizer::add(const TraceEvent& e) {
       auto it = stacks_.find({e.pid, e.tid});
       if (it == stacks_.end() || it->second.empty()) return;
       it->second.back().ticks.push_back(
-          {static_cast<int>(int_arg(e.args, "rank", -1)), number_arg(e.args, "lag_us", 0)});
+          {static_cast<int>(int_arg(e.args, "rank", -1)), number_arg(e.args, "lag_us", 0), e.ts});
     }
     return;
   }
@@ -241,8 +312,11 @@ void TraceSummarizer::add(const TraceEvent& e) {
 
 void TraceSummarizer::on_negotiation_end(const TraceEvent& e, OpenSlice& slice) {
   const std::string op(negotiation_operation(slice.name));
+  const int64_t occurrence = occurrences_[e.pid]++;  // the tensor's n-th negotiation
   if (!in_window(slice.ts) || !selected(op)) return;
   observe_time(slice.ts, e.ts);
+  auto busy = negotiate_busy_.try_emplace(op, kPhaseUnionIntervals).first;
+  busy->second.add(slice.ts, e.ts);
   ++summary_.negotiations;
   const double duration = e.ts - slice.ts;
   negotiate_accum_[op].add(duration);
@@ -273,11 +347,75 @@ void TraceSummarizer::on_negotiation_end(const TraceEvent& e, OpenSlice& slice) 
   }
   for (const Tick& tick : ticks) rank_accum(tick.rank).lag.add(tick.lag_us - first);
   if (ticks.size() < 2) return;
-  RankAccum& late = rank_accum(last_rank);
-  ++late.times_last;
-  for (const Tick& tick : ticks) {
-    if (tick.rank != last_rank) late.caused_wait_us += last - tick.lag_us;
+  ++rank_accum(last_rank).times_last;
+
+  // Waits in wall-clock time, from the ticks' timestamps (each rank's readiness on rank 0's
+  // clock).
+  std::vector<Readiness> ready;
+  ready.reserve(ticks.size());
+  for (const Tick& tick : ticks) ready.push_back({tick.rank, tick.ts});
+  waits_.add(ready);
+  if (!options_.by_step) return;
+  int64_t step = occurrence;
+  if (!options_.step_marks.empty()) {
+    const Readiness* earliest = &ready.front();
+    for (const Readiness& x : ready) {
+      if (x.ts < earliest->ts) earliest = &x;
+    }
+    step = options_.step_marks.step_at(earliest->rank, earliest->ts);
+    if (step < 0) return;  // before the first step mark
   }
+  add_to_step(step, ready);
+}
+
+void TraceSummarizer::add_to_step(int64_t step, std::vector<Readiness> ready) {
+  ready.erase(std::remove_if(ready.begin(), ready.end(),
+                             [](const Readiness& x) { return x.rank >= kMaxStepRanks; }),
+              ready.end());
+  OpenStep& open = open_steps_[step];
+  open.waits.add(ready);
+  for (const Readiness& x : ready) {
+    if (x.rank < 0) continue;
+    if (static_cast<size_t>(x.rank) >= open.ready_end.size()) open.ready_end.resize(x.rank + 1, -1);
+    open.ready_end[x.rank] = std::max(open.ready_end[x.rank], x.ts);
+    if (!open.has_begin || x.ts < open.begin_us) open.begin_us = x.ts;
+    open.has_begin = true;
+  }
+  ++open.negotiations;
+  while (open_steps_.size() > kMaxOpenSteps) close_step(open_steps_.begin()->first);
+}
+
+void TraceSummarizer::close_step(int64_t step) {
+  auto it = open_steps_.find(step);
+  if (it == open_steps_.end()) return;
+  const OpenStep& open = it->second;
+  ClosedStep& closed = closed_steps_[step];
+  StepStat& stat = closed.stat;
+  const bool fresh = stat.negotiations == 0;
+  stat.step = step;
+  stat.begin_us = fresh ? open.begin_us : std::min(stat.begin_us, open.begin_us);
+  stat.negotiations += open.negotiations;
+  const size_t n = std::max<size_t>(open.ready_end.size(), static_cast<size_t>(open.waits.ranks()));
+  if (stat.ranks.size() < n) stat.ranks.resize(n);
+  if (closed.ready_end.size() < n) closed.ready_end.resize(n, -1);
+  for (size_t r = 0; r < n; ++r) {
+    const int rank = static_cast<int>(r);
+    stat.ranks[r].caused_wait_us += open.waits.caused(rank);
+    stat.ranks[r].waited_us += open.waits.waited(rank);
+    if (r < open.ready_end.size()) {
+      closed.ready_end[r] = std::max(closed.ready_end[r], open.ready_end[r]);
+    }
+  }
+  open_steps_.erase(it);
+}
+
+void TraceSummarizer::add_busy(const std::string& op, const std::string& phase, int rank,
+                               double begin, double end) {
+  PhaseUnion& u = busy_[{op, phase}];
+  if (static_cast<size_t>(rank) >= u.by_rank.size()) {
+    u.by_rank.resize(rank + 1, IntervalUnion(kPhaseUnionIntervals));
+  }
+  u.by_rank[rank].add(begin, end);
 }
 
 bool TraceSummarizer::first_of_fused(int rank, const std::string& name, double begin, double end,
@@ -314,6 +452,7 @@ void TraceSummarizer::on_slice_end(const TraceEvent& e, int rank, OpenSlice& sli
   if (static_cast<size_t>(rank) >= lanes_seen_.size()) lanes_seen_.resize(rank + 1, false);
   lanes_seen_[rank] = true;
   const double duration = e.ts - slice.ts;
+  add_busy(is_op ? slice.name : parent->name, slice.name, rank, slice.ts, e.ts);
   if (is_sub) {
     if (first_of_fused(rank, slice.name, slice.ts, e.ts, parent->fused_tensors)) {
       phase_accum_[{parent->name, slice.name}].add(duration);
@@ -416,10 +555,15 @@ Summary TraceSummarizer::finish() {
     row.p50_lag_us = a.lag.quantile(0.50);
     row.p95_lag_us = a.lag.quantile(0.95);
     row.max_lag_us = a.lag.max();
-    row.caused_wait_us = a.caused_wait_us;
-    if (a.caused_wait_us > most_wait) {
-      most_wait = a.caused_wait_us;
+    row.caused_wait_us = waits_.caused(row.rank);
+    row.waited_us = waits_.waited(row.rank);
+    if (row.caused_wait_us > most_wait) {
+      most_wait = row.caused_wait_us;
       s.slowest_rank = row.rank;
+    }
+    if (row.negotiations > 0) {
+      s.waited_us += row.waited_us;
+      s.rank_wall_us += s.wall_us;
     }
     s.lateness.push_back(row);
   }
@@ -446,8 +590,21 @@ Summary TraceSummarizer::finish() {
     row.total_us = a.total;
     row.min_us = a.min;
     row.max_us = a.max;
-    double denominator = s.wall_us * (negotiation ? 1 : lanes);
-    row.share = denominator > 0 ? a.total / denominator : 0;
+    if (negotiation) {
+      auto busy = negotiate_busy_.find(op);
+      row.busy_us = busy == negotiate_busy_.end() ? 0 : busy->second.measure();
+    } else {
+      auto busy = busy_.find({op, phase});
+      if (busy != busy_.end()) {
+        double sum = 0;
+        for (const IntervalUnion& u : busy->second.by_rank) {
+          row.busy_us_by_rank.push_back(u.measure());
+          sum += row.busy_us_by_rank.back();
+        }
+        row.busy_us = sum / lanes;
+      }
+    }
+    row.share = s.wall_us > 0 ? std::min(1.0, row.busy_us / s.wall_us) : 0;
     return row;
   };
   for (const std::string& op : ops) {
@@ -513,6 +670,8 @@ Summary TraceSummarizer::finish() {
     s.bandwidth.push_back(b);
   }
 
+  if (options_.by_step) finish_steps(s);
+
   s.cycles.mean_interval_us = cycle_intervals_.mean();
   s.cycles.p50_interval_us = cycle_intervals_.quantile(0.5);
   s.cycles.max_interval_us = cycle_intervals_.max();
@@ -521,6 +680,72 @@ Summary TraceSummarizer::finish() {
         static_cast<double>(batches) / lanes / static_cast<double>(s.cycles.cycles);
   }
   return s;
+}
+
+void TraceSummarizer::finish_steps(Summary& s) {
+  while (!open_steps_.empty()) close_step(open_steps_.begin()->first);
+  const StepMarks& marks = options_.step_marks;
+  s.steps_from_marks = !marks.empty();
+  // Steps with marks but no negotiation analysed (outside a capture window) still have their
+  // start lags; those whose first mark lies outside --from/--to are left out.
+  std::map<int64_t, double> mark_begin;  // step -> its first mark
+  for (const auto& rank_marks : marks.by_rank) {
+    for (const auto& [ts, step] : rank_marks) {
+      auto [it, inserted] = mark_begin.try_emplace(step, ts);
+      if (!inserted) it->second = std::min(it->second, ts);
+    }
+  }
+  for (const auto& [step, ts] : mark_begin) {
+    if (in_window(ts)) closed_steps_.try_emplace(step);
+  }
+  const size_t nranks = std::min<size_t>(
+      kMaxStepRanks, std::max<size_t>(static_cast<size_t>(std::max(0, s.run.ranks)),
+                                      std::max(marks.by_rank.size(), ranks_.size())));
+  for (auto& [step, closed] : closed_steps_) {
+    StepStat stat = std::move(closed.stat);
+    stat.step = step;
+    stat.ranks.resize(nranks);
+    closed.ready_end.resize(nranks, -1);
+    double first_ready = -1;
+    for (size_t r = 0; r < nranks; ++r) {
+      const double t = closed.ready_end[r];
+      if (t >= 0 && selected(static_cast<int>(r)) && (first_ready < 0 || t < first_ready)) {
+        first_ready = t;
+      }
+    }
+    // Start marks: each rank's mark for this step.
+    std::vector<double> start(nranks, -1);
+    double first_start = -1;
+    for (size_t r = 0; r < std::min(marks.by_rank.size(), nranks); ++r) {
+      if (!selected(static_cast<int>(r))) continue;
+      const auto& rank_marks = marks.by_rank[r];
+      // A rank's marks are in time order and so in step order.
+      auto it = std::lower_bound(rank_marks.begin(), rank_marks.end(), step,
+                                 [](const auto& mark, int64_t st) { return mark.second < st; });
+      if (it == rank_marks.end() || it->second != step) continue;
+      start[r] = it->first;
+      if (first_start < 0 || it->first < first_start) first_start = it->first;
+    }
+    if (first_start >= 0) stat.begin_us = first_start;
+    double most = 0;
+    for (size_t r = 0; r < nranks; ++r) {
+      StepRankStat& x = stat.ranks[r];
+      if (!selected(static_cast<int>(r))) {
+        x = StepRankStat();
+        continue;
+      }
+      if (start[r] >= 0) x.start_lag_us = start[r] - first_start;
+      if (closed.ready_end[r] >= 0) x.ready_lag_us = closed.ready_end[r] - first_ready;
+      stat.waited_us += x.waited_us;
+      if (x.caused_wait_us > most) {
+        most = x.caused_wait_us;
+        stat.last_rank = static_cast<int>(r);
+        stat.waited_for_last_us = x.caused_wait_us;
+      }
+    }
+    s.steps.push_back(std::move(stat));
+  }
+  closed_steps_.clear();
 }
 
 }  // namespace ranktime::timeline

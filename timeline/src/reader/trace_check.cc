@@ -39,6 +39,9 @@ bool is_number(const nlohmann::json& args, const char* key) {
 bool is_string(const nlohmann::json& args, const char* key) {
   return args.is_object() && args.contains(key) && args[key].is_string();
 }
+bool is_run_metadata_name(const std::string& name) {
+  return name == "ranktime_run" || name == "ranktime_run_end";
+}
 bool is_repaired(const nlohmann::json& args) {
   return args.is_object() && args.contains("repaired") && args["repaired"] == true;
 }
@@ -92,9 +95,9 @@ void TraceChecker::add(const TraceEvent& e) {
     violation(e, std::string("missing \"") + (e.has_ph ? "name" : "ph") + "\"");
     return;
   }
-  if (e.phase() == '\0' || std::strchr("MBEXiC", e.phase()) == nullptr) {
-    violation(e,
-              "unknown phase \"ph\":\"" + e.ph + "\" (a ranktime timeline uses M, B, E, X, i, C)");
+  if (e.phase() == '\0' || std::strchr("MBEXiCstf", e.phase()) == nullptr) {
+    violation(e, "unknown phase \"ph\":\"" + e.ph +
+                     "\" (a ranktime timeline uses M, B, E, X, i, C, and s, t, f for flow arrows)");
     return;
   }
   if (!e.has_pid || !e.has_tid) {
@@ -113,6 +116,12 @@ void TraceChecker::add(const TraceEvent& e) {
     violation(e, "missing \"ts\" on a '" + e.ph + "' event " + in_quotes(e.name));
     return;
   }
+  // The run's metadata may also be an instant on pid 0 (where both viewers show its args).
+  if (e.phase() == 'i' && e.pid == 0 && is_run_metadata_name(e.name)) {
+    on_run_metadata(e);
+    seen_timed_ = true;
+    return;
+  }
   if (!seen_timed_) {
     seen_timed_ = true;
     if (!has_run_) violation(e, "no ranktime_run metadata event before the first timed event");
@@ -121,6 +130,10 @@ void TraceChecker::add(const TraceEvent& e) {
   if (e.pid > 0 && process_names_.count(e.pid) == 0 && unnamed_reported_.insert(e.pid).second) {
     violation(e, "pid " + std::to_string(e.pid) +
                      " has events before its process_name metadata (the tensor's name)");
+  }
+  if (e.phase() == 's' || e.phase() == 't' || e.phase() == 'f') {
+    on_flow(e);
+    return;
   }
   ThreadState& thread = threads_[{e.pid, e.tid}];
   if (thread.has_ts && e.ts + kTsEpsilon < thread.last_ts) {
@@ -144,6 +157,25 @@ void TraceChecker::on_metadata(const TraceEvent& e) {
     violation(e, "unknown metadata event " + in_quotes(e.name));
     return;
   }
+  if (is_run_metadata_name(e.name)) {
+    on_run_metadata(e);
+    return;
+  }
+  if (e.name == "process_name" || e.name == "thread_name") {
+    if (!is_string(e.args, "name")) {
+      violation(e, e.name + " has no string \"name\" in its args");
+      return;
+    }
+    if (e.name == "process_name") process_names_[e.pid] = e.args["name"].get<std::string>();
+    if (e.name == "thread_name" && e.pid == 0) on_run_thread_name(e);
+    return;
+  }
+  if (!is_integer(e.args, "sort_index")) {
+    violation(e, e.name + " has no integer \"sort_index\" in its args");
+  }
+}
+
+void TraceChecker::on_run_metadata(const TraceEvent& e) {
   if (e.name == "ranktime_run") {
     if (e.pid != 0) violation(e, "ranktime_run must be on pid 0");
     if (has_run_) violation(e, "a second ranktime_run metadata event");
@@ -159,24 +191,91 @@ void TraceChecker::on_metadata(const TraceEvent& e) {
     }
     return;
   }
-  if (e.name == "ranktime_run_end") {
-    has_run_end_ = true;
+  has_run_end_ = true;
+}
+
+void TraceChecker::on_run_thread_name(const TraceEvent& e) {
+  const std::string name = e.args["name"].get<std::string>();
+  const int64_t rank = step_thread_rank(name);
+  if (rank < 0) return;
+  if (ranks_ > 0 && rank >= ranks_) {
+    violation(e, "thread " + in_quotes(name) + " on pid 0 names rank " + std::to_string(rank) +
+                     ", but the run has " + std::to_string(ranks_) + " ranks");
+  }
+  step_threads_[e.tid] = StepThread{rank, -1};
+}
+
+void TraceChecker::on_step(const TraceEvent& e) {
+  auto thread = step_threads_.find(e.tid);
+  if (thread == step_threads_.end()) {
+    violation(e, "STEP slice on pid 0 tid " + std::to_string(e.tid) +
+                     ", a thread not named 'steps rank r' (its thread_name must come first)");
     return;
   }
-  if (e.name == "process_name" || e.name == "thread_name") {
-    if (!is_string(e.args, "name")) {
-      violation(e, e.name + " has no string \"name\" in its args");
-      return;
+  if (!e.has_dur || e.dur < 0) {
+    violation(e,
+              "STEP slice of rank " + std::to_string(thread->second.rank) + " has no \"dur\" >= 0");
+  }
+  if (!is_integer(e.args, "step") || e.args["step"].get<int64_t>() < 0) {
+    violation(e, "STEP slice of rank " + std::to_string(thread->second.rank) +
+                     " has no integer \"step\" >= 0 in its args");
+    return;
+  }
+  const int64_t step = e.args["step"].get<int64_t>();
+  if (step <= thread->second.last_step) {
+    violation(e, "STEP " + std::to_string(step) + " of rank " +
+                     std::to_string(thread->second.rank) + " after step " +
+                     std::to_string(thread->second.last_step) +
+                     ": a rank's steps are numbered upwards");
+  }
+  thread->second.last_step = step;
+}
+
+void TraceChecker::on_flow(const TraceEvent& e) {
+  const std::string what = "flow event " + in_quotes(e.name) + " ('" + e.ph + "') on " + where(e);
+  if (!e.has_id) {
+    violation(e, what + " has no \"id\"");
+    return;
+  }
+  if (!e.bp.empty() && e.bp != "e") {
+    violation(e, what + " has \"bp\":\"" + e.bp + "\" (the only binding point is \"e\")");
+  }
+  ++flow_events_;
+  // An arrow may not point back in time. Its two ends can come in either order in the file (the
+  // file is sorted per thread only); an end whose other end never comes is fine (the run was
+  // cut, or a rotated file holds it).
+  if (e.phase() == 's') {
+    auto end = flow_ends_.find(e.id);
+    if (end != flow_ends_.end()) {
+      check_flow_order(e, e.ts, end->second);
+      flow_ends_.erase(end);
+    } else if (flow_starts_.size() < kMaxOpenFlows) {
+      flow_starts_[e.id] = e.ts;
     }
-    if (e.name == "process_name") process_names_[e.pid] = e.args["name"].get<std::string>();
-    return;
+  } else if (e.phase() == 'f') {
+    auto start = flow_starts_.find(e.id);
+    if (start != flow_starts_.end()) {
+      check_flow_order(e, start->second, e.ts);
+      flow_starts_.erase(start);
+    } else if (flow_ends_.size() < kMaxOpenFlows) {
+      flow_ends_[e.id] = e.ts;
+    }
   }
-  if (!is_integer(e.args, "sort_index")) {
-    violation(e, e.name + " has no integer \"sort_index\" in its args");
+}
+
+void TraceChecker::check_flow_order(const TraceEvent& e, double start_ts, double end_ts) {
+  ++flows_;
+  if (end_ts + kTsEpsilon < start_ts) {
+    violation(e, "flow arrow id " + e.id + " ends (ts " + format_ts(end_ts) +
+                     ") before it starts (ts " + format_ts(start_ts) + ")");
   }
 }
 
 void TraceChecker::on_run_event(const TraceEvent& e) {
+  if (e.phase() == 'X' && e.name == kStepSliceName) {
+    on_step(e);
+    return;
+  }
   if (e.phase() == 'i') {
     if (e.name == "CYCLE_START") {
       if (!is_integer(e.args, "cycle") || e.args["cycle"].get<int64_t>() < 1) {
@@ -202,7 +301,8 @@ void TraceChecker::on_run_event(const TraceEvent& e) {
     return;
   }
   violation(e, "unexpected '" + e.ph + "' event " + in_quotes(e.name) +
-                   " on pid 0 (pid 0 holds run metadata, cycle markers, instants and counters)");
+                   " on pid 0 (pid 0 holds run metadata, cycle markers, STEP slices, instants and "
+                   "counters)");
 }
 
 bool TraceChecker::close_slice(const TraceEvent& e, ThreadState& thread, Frame* closed) {

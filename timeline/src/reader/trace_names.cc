@@ -78,4 +78,17 @@ int subphase_rank(std::string_view name) {
 
 bool is_metadata_name(std::string_view name) { return contains(kMetadata, name); }
 
+int64_t step_thread_rank(std::string_view thread_name) {
+  constexpr std::string_view kPrefix = "steps rank ";
+  if (thread_name.substr(0, kPrefix.size()) != kPrefix) return -1;
+  std::string_view digits = thread_name.substr(kPrefix.size());
+  if (digits.empty() || digits.size() > 9) return -1;
+  int64_t rank = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    rank = rank * 10 + (c - '0');
+  }
+  return rank;
+}
+
 }  // namespace ranktime::timeline

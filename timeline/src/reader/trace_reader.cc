@@ -2,16 +2,20 @@
 // being parsed is materialised, so memory does not grow with the file.
 #include "ranktime/timeline/trace_reader.h"
 
-#include "gzip_input.h"
+#include <glob.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <istream>
 #include <streambuf>
+#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "gzip_input.h"
 
 namespace ranktime::timeline {
 namespace {
@@ -86,6 +90,8 @@ class EventSax {
       case Field::kPid:
       case Field::kTid:
         return wrong_type("not an integer");
+      case Field::kId:
+        return wrong_type("neither an integer nor a string");
       default:
         return wrong_type("a number");
     }
@@ -103,6 +109,13 @@ class EventSax {
         return true;
       case Field::kScope:
         event_.scope.swap(v);
+        return true;
+      case Field::kId:
+        event_.id.swap(v);
+        event_.has_id = true;
+        return true;
+      case Field::kBp:
+        event_.bp.swap(v);
         return true;
       default:
         return wrong_type("a string");
@@ -179,10 +192,12 @@ class EventSax {
     event_.name.clear();
     event_.ph.clear();
     event_.scope.clear();
+    event_.id.clear();
+    event_.bp.clear();
     event_.pid = event_.tid = 0;
     event_.ts = event_.dur = 0;
     event_.has_name = event_.has_ph = event_.has_pid = event_.has_tid = false;
-    event_.has_ts = event_.has_dur = false;
+    event_.has_ts = event_.has_dur = event_.has_id = false;
     event_.args = nullptr;
     event_.malformed.clear();
   }
@@ -207,7 +222,7 @@ class EventSax {
   }
 
   // The top-level fields the format defines; others are skipped.
-  enum class Field { kName, kPh, kScope, kPid, kTid, kTs, kDur, kArgs, kOther };
+  enum class Field { kName, kPh, kScope, kPid, kTid, kTs, kDur, kArgs, kId, kBp, kOther };
 
   // Called once per key (the hot path of the whole reader, hence no string comparisons).
   static Field field_of(const std::string& k) {
@@ -217,6 +232,8 @@ class EventSax {
       case 2:
         if (k[0] == 'p' && k[1] == 'h') return Field::kPh;
         if (k[0] == 't' && k[1] == 's') return Field::kTs;
+        if (k[0] == 'i' && k[1] == 'd') return Field::kId;
+        if (k[0] == 'b' && k[1] == 'p') return Field::kBp;
         return Field::kOther;
       case 3:
         if (k == "pid") return Field::kPid;
@@ -250,6 +267,10 @@ class EventSax {
         return "dur";
       case Field::kArgs:
         return "args";
+      case Field::kId:
+        return "id";
+      case Field::kBp:
+        return "bp";
       default:
         return nullptr;
     }
@@ -282,6 +303,10 @@ class EventSax {
       case Field::kDur:
         event_.dur = static_cast<double>(v);
         event_.has_dur = true;
+        return true;
+      case Field::kId:
+        event_.id = std::to_string(v);
+        event_.has_id = true;
         return true;
       default:
         return wrong_type("a number");
@@ -352,10 +377,79 @@ class EventSax {
   uint64_t structure_offset_ = 0;
 };
 
-}  // namespace
+// Hands complete slices ('X' with a "dur") on a tensor's threads on as a 'B' and an 'E', so that
+// the checker and the analysis see one form whichever the writer chose. The 'E' goes out when
+// the thread's next event begins at or after its end (after, for a zero-length tick, which may
+// sit at its negotiation's end), or at the end of the input. Ticks (zero-length 'X' named by a
+// rank number) and pid 0's complete slices (STEP) are handed on as they are.
+class CompleteSliceSplitter {
+ public:
+  explicit CompleteSliceSplitter(const TraceEventCallback& next) : next_(next) {}
 
-TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
-                           const TraceReadOptions& options) {
+  bool add(const TraceEvent& e) {
+    const bool tick = is_tick(e);
+    if (pending_ > 0 && e.phase() != 'M' && e.has_ts && !close_until(e, tick)) return false;
+    if (e.phase() != 'X' || tick || e.pid <= 0 || !e.has_dur || !e.has_ts || e.dur < 0 ||
+        !e.malformed.empty()) {
+      return next_(e);
+    }
+    TraceEvent begin = e;
+    begin.ph = "B";
+    begin.has_dur = false;
+    begin.dur = 0;
+    TraceEvent end = begin;
+    end.ph = "E";
+    end.ts = e.ts + e.dur;
+    stacks_[{e.pid, e.tid}].push_back(std::move(end));
+    ++pending_;
+    return next_(begin);
+  }
+
+  // Closes every slice still pending, innermost first.
+  bool flush() {
+    for (auto& [thread, stack] : stacks_) {
+      while (!stack.empty()) {
+        TraceEvent end = std::move(stack.back());
+        stack.pop_back();
+        --pending_;
+        if (!next_(end)) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct ThreadHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& k) const {
+      return std::hash<int64_t>()(k.first) * 1000003u ^ std::hash<int64_t>()(k.second);
+    }
+  };
+
+  static bool is_tick(const TraceEvent& e) {
+    return e.phase() == 'X' && !e.name.empty() && e.name.size() < 10 &&
+           std::all_of(e.name.begin(), e.name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+
+  bool close_until(const TraceEvent& e, bool tick) {
+    auto it = stacks_.find({e.pid, e.tid});
+    if (it == stacks_.end()) return true;
+    auto& stack = it->second;
+    while (!stack.empty() && (tick ? stack.back().ts < e.ts : stack.back().ts <= e.ts)) {
+      TraceEvent end = std::move(stack.back());
+      stack.pop_back();
+      --pending_;
+      if (!next_(end)) return false;
+    }
+    return true;
+  }
+
+  const TraceEventCallback& next_;
+  std::unordered_map<std::pair<int64_t, int64_t>, std::vector<TraceEvent>, ThreadHash> stacks_;
+  size_t pending_ = 0;
+};
+
+TraceReadResult parse_trace(std::istream& in, const TraceEventCallback& on_event,
+                            const TraceReadOptions& options) {
   TraceReadResult result;
   CountingBuffer buffer(in.rdbuf());
   std::istream counted(&buffer);
@@ -394,6 +488,19 @@ TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
   return result;
 }
 
+}  // namespace
+
+TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
+                           const TraceReadOptions& options) {
+  CompleteSliceSplitter splitter(on_event);
+  TraceReadResult result = parse_trace(
+      in, [&](const TraceEvent& e) { return splitter.add(e); }, options);
+  if (!result.stopped && !splitter.flush()) result.stopped = true;
+  return result;
+}
+
+// The one place a trace file is opened (summary, check and report all come here): the seam for
+// reading compressed files.
 TraceReadResult read_trace_file(const std::string& path, const TraceEventCallback& on_event,
                                 const TraceReadOptions& options) {
   std::ifstream in(path, std::ios::binary);
@@ -421,6 +528,66 @@ TraceReadResult read_trace_file(const std::string& path, const TraceEventCallbac
     }
   }
   return result;
+}
+
+namespace {
+
+// "t.3.json.gz" -> {"t.json.gz", 3}; "t.json" -> {"t.json", 0}: rotated pieces share the key.
+std::pair<std::string, uint64_t> rotation_key(const std::string& path) {
+  for (const std::string ext : {".json.gz", ".json"}) {
+    if (path.size() <= ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0) {
+      continue;
+    }
+    const std::string stem = path.substr(0, path.size() - ext.size());
+    const size_t dot = stem.rfind('.');
+    if (dot == std::string::npos || dot + 1 == stem.size() || dot + 10 < stem.size()) break;
+    if (!std::all_of(stem.begin() + static_cast<std::ptrdiff_t>(dot) + 1, stem.end(),
+                     [](char c) { return c >= '0' && c <= '9'; })) {
+      break;
+    }
+    return {stem.substr(0, dot) + ext, std::stoull(stem.substr(dot + 1))};
+  }
+  return {path, 0};
+}
+
+bool has_glob_characters(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> trace_file_set(const std::vector<std::string>& args, std::string* error) {
+  std::vector<std::string> paths;
+  for (const std::string& arg : args) {
+    std::ifstream probe(arg);
+    if (probe || !has_glob_characters(arg)) {
+      paths.push_back(arg);  // a missing plain path is reported when it is read
+      continue;
+    }
+    glob_t matches{};
+    const int rc = ::glob(arg.c_str(), 0, nullptr, &matches);
+    if (rc != 0) {
+      globfree(&matches);
+      if (error) *error = "no file matches " + arg;
+      return {};
+    }
+    for (size_t i = 0; i < matches.gl_pathc; ++i) paths.emplace_back(matches.gl_pathv[i]);
+    globfree(&matches);
+  }
+  // Rotation order within each set; sets keep the order they were first named in.
+  std::vector<std::string> sets;
+  for (const std::string& p : paths) {
+    const std::string key = rotation_key(p).first;
+    if (std::find(sets.begin(), sets.end(), key) == sets.end()) sets.push_back(key);
+  }
+  std::stable_sort(paths.begin(), paths.end(), [&](const std::string& a, const std::string& b) {
+    auto ka = rotation_key(a), kb = rotation_key(b);
+    auto sa = std::find(sets.begin(), sets.end(), ka.first) - sets.begin();
+    auto sb = std::find(sets.begin(), sets.end(), kb.first) - sets.begin();
+    return sa != sb ? sa < sb : ka.second < kb.second;
+  });
+  paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+  return paths;
 }
 
 }  // namespace ranktime::timeline

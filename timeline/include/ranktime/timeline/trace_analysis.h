@@ -1,6 +1,7 @@
-// Trace analysis behind `ranktime summary`: lateness per rank, where the time went, top tensors,
-// fusion and bandwidth, computed in one pass over a streamed trace with bounded memory (state
-// grows with tensors and ranks, never with the number of events).
+// Trace analysis behind `ranktime summary` and `ranktime report`: lateness and wall-clock waits
+// per rank, where the time went, top tensors, fusion, bandwidth and (optionally) steps, computed
+// in one pass over a streamed trace with bounded memory (state grows with tensors, ranks and
+// steps, never with the number of events).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "ranktime/timeline/trace_reader.h"
+#include "ranktime/timeline/trace_waits.h"
 
 namespace ranktime::timeline {
 
@@ -40,6 +42,27 @@ class LogHistogram {
   double max_ = 0;
 };
 
+// Step marks (STEP slices on pid 0, one thread per rank). They may come after their step's
+// negotiations in the file, so a per-step analysis gathers them in a first pass.
+struct StepMarks {
+  // Per rank: (start ts, step number), sorted by start.
+  std::vector<std::vector<std::pair<double, int64_t>>> by_rank;
+  bool empty() const;
+  // The step rank r was in at `ts` (its last mark at or before ts); -1 before its first mark or
+  // for a rank without marks.
+  int64_t step_at(int rank, double ts) const;
+};
+
+class StepMarkCollector {
+ public:
+  void add(const TraceEvent& event);
+  StepMarks finish();
+
+ private:
+  std::unordered_map<int64_t, int64_t> thread_rank_;  // pid-0 tid -> r of "steps rank r"
+  StepMarks marks_;
+};
+
 struct SummaryOptions {
   // Time window, in trace microseconds: negotiations, slices and markers that begin inside it.
   std::optional<double> from_us;
@@ -50,6 +73,12 @@ struct SummaryOptions {
   // Operations to analyse ("ALLREDUCE", ...; empty: all): their negotiations and slices.
   std::vector<std::string> operations;
   size_t top_k = 10;
+  // Per-step figures (Summary::steps). With step marks (from a first pass: StepMarkCollector) a
+  // negotiation belongs to the step its first-ready rank was in; without, the n-th negotiation of
+  // each tensor is taken to be step n (a training step reduces every gradient once). Ranks from
+  // 4096 up are left out of the per-step figures.
+  bool by_step = false;
+  StepMarks step_marks;
 };
 
 struct RunInfo {
@@ -59,6 +88,13 @@ struct RunInfo {
   bool has_run_end = false;  // ranktime_run_end present: the run closed the file cleanly
   int64_t events_dropped = 0;
   int64_t start_time_since_epoch_us = 0;
+  // Clock offsets (rank r's clock minus rank 0's) and their uncertainty, in µs: at the start and,
+  // after a clean close, at the end. Empty when absent.
+  std::vector<double> clock_offsets_us;
+  std::vector<double> clock_uncertainty_us;
+  std::vector<double> final_clock_offsets_us;
+  std::vector<double> final_clock_uncertainty_us;
+  std::vector<std::pair<std::string, std::string>> config;  // the settings in force
 };
 
 struct RankLateness {
@@ -69,9 +105,12 @@ struct RankLateness {
   double p50_lag_us = 0;
   double p95_lag_us = 0;
   double max_lag_us = 0;
-  // Time the other ranks spent waiting for it: over negotiations where it was last,
-  // the sum over the other ranks r of (its lag - lag of r).
+  // Wall-clock time the other ranks waited for it: the sum over the other ranks r of the union
+  // over time of the intervals in which r had a tensor ready and this rank had not.
   double caused_wait_us = 0;
+  // Wall-clock time it waited for others: the union over time of [its readiness, the last
+  // rank's readiness] over its negotiations.
+  double waited_us = 0;
 };
 
 struct PhaseStat {
@@ -82,10 +121,12 @@ struct PhaseStat {
   double total_us = 0;
   double min_us = 0;
   double max_us = 0;
-  // total / (wall time x lanes): the average lane's share of the wall time. Lanes are the rank
-  // lanes seen (1 for negotiations). Slices of different tensors may overlap, so an operation
-  // slice (which includes its QUEUE) can exceed 100%.
-  double share = 0;
+  // Time at least one such slice was open, per lane: the union over time of its slices on each
+  // rank (on the negotiate lanes of all tensors together, for a negotiation), averaged over the
+  // rank lanes. Overlapping slices (tensors queued together) count once.
+  double busy_us = 0;
+  double share = 0;                     // busy / wall time: at most 1
+  std::vector<double> busy_us_by_rank;  // rank slices: the union on each rank
 };
 
 struct TensorStat {
@@ -132,6 +173,24 @@ struct CycleStat {
   double batches_per_cycle = 0;  // per rank lane
 };
 
+// One rank in one step.
+struct StepRankStat {
+  double start_lag_us = -1;   // its STEP mark behind the first rank's; -1 without marks
+  double ready_lag_us = -1;   // its last tensor's readiness behind the first rank's; -1: none
+  double caused_wait_us = 0;  // what the others waited for it in this step (as in RankLateness)
+  double waited_us = 0;       // what it waited for the others in this step
+};
+
+struct StepStat {
+  int64_t step = 0;
+  double begin_us = 0;  // the first STEP mark, else the first readiness
+  uint64_t negotiations = 0;
+  int last_rank = -1;               // the rank the others waited for most in this step; -1: none
+  double waited_for_last_us = 0;    // that rank's caused_wait_us
+  double waited_us = 0;             // all ranks' waits in this step
+  std::vector<StepRankStat> ranks;  // by rank
+};
+
 struct Summary {
   RunInfo run;
   double first_ts_us = 0;
@@ -144,12 +203,18 @@ struct Summary {
   int rank_lanes = 0;                  // rank lanes with operation slices
   std::vector<RankLateness> lateness;  // by rank
   int slowest_rank = -1;               // most caused waiting; -1 when no rank caused any
+  // The ranks' waiting in all: the sum of RankLateness::waited_us, out of analysed ranks x wall.
+  double waited_us = 0;
+  double rank_wall_us = 0;
   std::vector<PhaseStat> phases;
   std::vector<TensorStat> top_wait;        // top-k by negotiation wait
   std::vector<TensorStat> top_processing;  // top-k by processing time
   std::vector<FusionStat> fusion;
   std::vector<BandwidthStat> bandwidth;
   CycleStat cycles;
+  // Per step, with SummaryOptions::by_step. steps_from_marks says how steps were found.
+  std::vector<StepStat> steps;
+  bool steps_from_marks = false;
 };
 
 // busbw / algbw for `op` ("ALLREDUCE", ...) on n ranks, per nccl-tests; 0 when not applicable.
@@ -166,6 +231,7 @@ class TraceSummarizer {
   struct Tick {
     int rank;
     double lag_us;
+    double ts;
   };
   struct OpenSlice {
     std::string name;
@@ -219,7 +285,18 @@ class TraceSummarizer {
   struct RankAccum {
     LogHistogram lag;
     uint64_t times_last = 0;
-    double caused_wait_us = 0;
+  };
+  // A step whose negotiations are still coming (negotiations complete nearly in step order).
+  struct OpenStep {
+    WaitMatrix waits{64};
+    std::vector<double> ready_end;  // per rank: its last readiness in the step; -1: none
+    uint64_t negotiations = 0;
+    double begin_us = 0;
+    bool has_begin = false;
+  };
+  // Unions of one phase's slices, per rank.
+  struct PhaseUnion {
+    std::vector<IntervalUnion> by_rank;
   };
 
   bool in_window(double ts) const;
@@ -233,6 +310,11 @@ class TraceSummarizer {
                       int64_t fused_tensors);
   void add_batch_member(int rank, const OpenSlice& op);
   void finalize_batch(const std::string& op, const PendingBatch& batch);
+  void add_to_step(int64_t step, std::vector<Readiness> ready);
+  void close_step(int64_t step);
+  void add_busy(const std::string& op, const std::string& phase, int rank, double begin,
+                double end);
+  void finish_steps(Summary& s);
   RankAccum& rank_accum(int rank);
   TensorStat& tensor(int64_t pid);
 
@@ -255,6 +337,17 @@ class TraceSummarizer {
   std::unordered_map<SliceKey, std::pair<uint64_t, int64_t>, SliceKeyHash> shared_slices_;
   std::deque<std::pair<SliceKey, uint64_t>> shared_order_;
   uint64_t serial_ = 0;
+  WaitMatrix waits_;
+  std::map<std::pair<std::string, std::string>, PhaseUnion> busy_;  // (op, phase)
+  std::map<std::string, IntervalUnion> negotiate_busy_;             // op
+  std::unordered_map<int64_t, int64_t> occurrences_;                // pid -> negotiations seen
+  std::map<int64_t, OpenStep> open_steps_;
+  // Steps done with: their figures, and each rank's last readiness (-1: none).
+  struct ClosedStep {
+    StepStat stat;
+    std::vector<double> ready_end;
+  };
+  std::map<int64_t, ClosedStep> closed_steps_;
   LogHistogram cycle_intervals_;
   double last_cycle_ts_ = -1;
 };

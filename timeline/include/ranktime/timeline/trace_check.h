@@ -56,6 +56,8 @@ class TraceChecker {
   uint64_t events() const { return events_; }
   uint64_t negotiations() const { return negotiations_; }
   bool has_run_end() const { return has_run_end_; }
+  uint64_t flow_events() const { return flow_events_; }
+  uint64_t flows() const { return flows_; }  // arrows with both ends in the file
 
  private:
   enum class FrameKind { kNegotiation, kOperation, kSubphase, kOther };
@@ -85,6 +87,11 @@ class TraceChecker {
   void file_violation(uint64_t offset, std::string message);
   std::string where(const TraceEvent& e) const;  // "pid 3 (tensor 'x') tid 2"
   void on_metadata(const TraceEvent& e);
+  void on_run_metadata(const TraceEvent& e);  // ranktime_run, ranktime_run_end ('M' or 'i')
+  void on_run_thread_name(const TraceEvent& e);
+  void on_step(const TraceEvent& e);
+  void on_flow(const TraceEvent& e);
+  void check_flow_order(const TraceEvent& e, double start_ts, double end_ts);
   void on_run_event(const TraceEvent& e);
   void on_negotiate_event(const TraceEvent& e, ThreadState& thread);
   void on_rank_event(const TraceEvent& e, ThreadState& thread);
@@ -99,6 +106,17 @@ class TraceChecker {
   std::unordered_map<std::pair<int64_t, int64_t>, ThreadState, ThreadKeyHash> threads_;
   std::unordered_map<int64_t, std::string> process_names_;
   std::unordered_set<int64_t> unnamed_reported_;
+  struct StepThread {
+    int64_t rank = 0;
+    int64_t last_step = -1;
+  };
+  std::unordered_map<int64_t, StepThread> step_threads_;  // pid 0 tid -> its "steps rank r"
+  // Flow ends waiting for their other end, by id; bounded (an unmatched end is not an error).
+  static constexpr size_t kMaxOpenFlows = size_t{1} << 16;
+  std::unordered_map<std::string, double> flow_starts_;
+  std::unordered_map<std::string, double> flow_ends_;
+  uint64_t flow_events_ = 0;
+  uint64_t flows_ = 0;
   int ranks_ = 0;
   bool has_run_ = false;
   bool has_run_end_ = false;

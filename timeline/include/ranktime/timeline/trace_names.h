@@ -26,4 +26,10 @@ int subphase_rank(std::string_view name);
 // Metadata event names: process_name, ..., ranktime_run, ranktime_run_end.
 bool is_metadata_name(std::string_view name);
 
+// Step marks: on pid 0, one thread named "steps rank r" per rank, with a complete (`X`) slice
+// named STEP per step (args `step`).
+inline constexpr std::string_view kStepSliceName = "STEP";
+// r for a thread named "steps rank r"; -1 for any other name.
+int64_t step_thread_rank(std::string_view thread_name);
+
 }  // namespace ranktime::timeline

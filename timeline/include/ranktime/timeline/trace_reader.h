@@ -7,6 +7,7 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,8 @@ struct TraceEvent {
   std::string name;
   std::string ph;
   std::string scope;  // "s" of instants
+  std::string id;     // flow events ("s", "t", "f"): the arrow's id, integer ids as decimal text
+  std::string bp;     // flow ends: "e" binds to the enclosing slice
   int64_t pid = 0;
   int64_t tid = 0;
   double ts = 0;
@@ -31,6 +34,7 @@ struct TraceEvent {
   bool has_tid = false;
   bool has_ts = false;
   bool has_dur = false;
+  bool has_id = false;
   nlohmann::json args;  // null when absent
   // The first top-level field whose JSON type is wrong ("pid is not an integer"); empty if none.
   std::string malformed;
@@ -65,6 +69,11 @@ struct TraceReadResult {
   std::string error;
 };
 
+// Complete slices (an 'X' with a "dur") on a tensor's threads are handed on as a 'B' (at the
+// event's place in the file) and an 'E' (once the thread's next event begins at or after its
+// end, or at the end of the input), both with the event's args, so readers handle one form
+// whether a writer writes pairs or complete slices. Ticks and pid 0's complete slices (STEP) are
+// handed on as they are.
 TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
                            const TraceReadOptions& options = {});
 // A file, plain or gzip (read as its text, offsets the text's).
@@ -73,5 +82,12 @@ TraceReadResult read_trace_file(const std::string& path, const TraceEventCallbac
 
 // Whether the file at `path` starts with gzip's magic bytes.
 bool is_gzip_file(const std::string& path);
+
+// The files of one run, in the order to read them: a glob pattern ("t*.json", quoted so the shell
+// leaves it) expands to the files it matches, and the pieces of a rotated trace (NAME.json,
+// NAME.1.json, NAME.2.json, ...; also .json.gz) are put in rotation order, NAME.json first, not
+// in the shell's alphabetical order (t.10.json before t.2.json). Sets error and returns {} when a
+// pattern matches nothing.
+std::vector<std::string> trace_file_set(const std::vector<std::string>& args, std::string* error);
 
 }  // namespace ranktime::timeline

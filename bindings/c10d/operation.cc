@@ -1,0 +1,154 @@
+// Operation, Work and Completer; see operation.h.
+#include "operation.h"
+
+#include <c10/util/Exception.h>
+
+#include <stdexcept>
+#include <utility>
+
+namespace ranktime::c10d {
+
+Operation::Operation(std::string call, std::string name, std::vector<at::Tensor> outputs)
+    : call_(std::move(call)),
+      name_(std::move(name)),
+      outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
+
+bool Operation::ready() const {
+  for (const Handle& h : handles_) {
+    if (!h.ready()) return false;
+  }
+  return true;
+}
+
+void Operation::complete() {
+  bool completed_here = false;
+  std::call_once(once_, [&] {
+    std::exception_ptr error;
+    for (const Handle& h : handles_) {
+      Status status = h.wait();
+      if (!status.ok() && !error) {
+        error = std::make_exception_ptr(std::runtime_error("ranktime: " + call_ + " '" + name_ +
+                                                           "' failed: " + status.message()));
+      }
+    }
+    try {
+      for (const Finish& finish : finish_) {
+        if (!error) finish(handles_);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+    finish_.clear();
+    buffers_.clear();  // the runtime is done with them
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+      error_ = error;
+    }
+    cv_.notify_all();
+    completed_here = true;
+  });
+  // The future's callbacks run here, outside call_once: one that waits on this operation again
+  // must find it done rather than deadlock.
+  if (completed_here) {
+    if (error_) {
+      future_->setError(error_);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  }
+}
+
+bool Operation::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+std::exception_ptr Operation::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+bool Operation::wait_done(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
+Work::Work(std::shared_ptr<Operation> op, ::c10d::OpType type, int rank)
+    : ::c10d::Work(rank, type), op_(std::move(op)) {}
+
+bool Work::isCompleted() {
+  if (!op_->done() && op_->ready()) op_->complete();  // does not block: every handle is done
+  return op_->done();
+}
+
+bool Work::isSuccess() const { return op_->done() && !op_->error(); }
+
+std::exception_ptr Work::exception() const { return op_->error(); }
+
+std::vector<at::Tensor> Work::result() { return op_->outputs(); }
+
+bool Work::wait(std::chrono::milliseconds timeout) {
+  if (timeout == kNoTimeout) {
+    op_->complete();
+  } else if (!op_->wait_done(timeout)) {
+    TORCH_CHECK(false, "ranktime: ", ::c10d::opTypeToString(retrieveOpType()), " '", op_->name(),
+                "' did not complete within ", timeout.count(), " ms");
+  }
+  if (std::exception_ptr error = op_->error()) std::rethrow_exception(error);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() { return op_->future(); }
+
+Completer::Completer() : thread_([this] { run(); }) {}
+
+Completer::~Completer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Completer::push(std::shared_ptr<Operation> op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(op));
+  }
+  cv_.notify_one();
+}
+
+void Completer::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left in flight
+    std::shared_ptr<Operation> oldest = queue_.front();
+    lock.unlock();
+    oldest->complete();
+    lock.lock();
+    // Operations that finished while the oldest was pending (the runtime may order them
+    // differently, and callers may have waited on some themselves) need not wait their turn.
+    std::vector<std::shared_ptr<Operation>> finished;
+    std::deque<std::shared_ptr<Operation>> pending;
+    for (auto& op : queue_) {
+      if (op->done() || op->ready()) {
+        finished.push_back(std::move(op));
+      } else {
+        pending.push_back(std::move(op));
+      }
+    }
+    queue_ = std::move(pending);
+    lock.unlock();
+    for (auto& op : finished) op->complete();
+    finished.clear();  // may be the last reference to an operation's buffers: not under the lock
+    lock.lock();
+  }
+}
+
+}  // namespace ranktime::c10d

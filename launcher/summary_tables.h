@@ -1,0 +1,35 @@
+// The tables and lines `ranktime summary` prints, built from a Summary, so that `ranktime report`
+// shows the same figures under the same names.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ranktime/timeline/trace_analysis.h"
+#include "report_table.h"
+
+namespace ranktime::cli {
+
+Table run_table(const timeline::Summary& s, bool truncated, size_t files);
+Table lateness_table(const timeline::Summary& s);
+Table time_table(const timeline::Summary& s);
+Table top_wait_table(const timeline::Summary& s, size_t k);
+Table top_processing_table(const timeline::Summary& s, size_t k);
+Table fusion_table(const timeline::Summary& s);
+Table cycles_table(const timeline::Summary& s);
+Table bandwidth_table(const timeline::Summary& s);
+Table steps_table(const timeline::Summary& s);
+Table step_ranks_table(const timeline::Summary& s);
+
+// "PATH: 4 ranks (n1 x4), 233.477 ms of trace, 4153 events, 88 negotiations".
+std::string header_line(const std::vector<std::string>& paths, const timeline::Summary& s);
+// "slowest rank: 2 (n1), last to be ready in ...; the other ranks waited 601.5 ms for it".
+std::string slowest_line(const timeline::Summary& s);
+// "waiting: the ranks spent ... (12.3%) waiting for another rank's tensor; 97.0% of it for rank 2".
+std::string waiting_line(const timeline::Summary& s);
+std::string host_of(const timeline::Summary& s, int rank);
+// "20.051 ms", "1.250 s", "812.000 us".
+std::string human_us(double us);
+
+}  // namespace ranktime::cli
