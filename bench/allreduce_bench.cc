@@ -15,7 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
-#include "config.h"
+#include "core/config.h"
 #include "ranktime/ranktime.h"
 #include "workload.h"
 

@@ -22,10 +22,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "backends/gpu/device_fusion.h"
+#include "backends/gpu/stream_resources.h"
 #include "bench_util.h"
 #include "cuda_event_timing.h"
-#include "gpu/device_fusion.h"
-#include "gpu/stream_resources.h"
 #include "ranktime/ranktime.h"
 #include "workload.h"
 

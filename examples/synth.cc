@@ -13,7 +13,6 @@
 #include <cuda_runtime.h>
 #endif
 
-#include "ranktime/half.h"
 #include "ranktime/ranktime.h"
 #include "workload.h"
 
@@ -27,57 +26,6 @@ int grad_value(int r, int64_t t, int64_t i) {
   return (r % 3 + 1) * static_cast<int>((i + t) % 3 + 1);
 }
 
-double to_double(const uint8_t* p, DataType dtype) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      return *p;
-    case DataType::kInt8:
-      return *reinterpret_cast<const int8_t*>(p);
-    case DataType::kInt32:
-      return *reinterpret_cast<const int32_t*>(p);
-    case DataType::kInt64:
-      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
-    case DataType::kFloat16:
-      return ranktime::half_to_float(*reinterpret_cast<const uint16_t*>(p));
-    case DataType::kBFloat16:
-      return ranktime::bfloat16_to_float(*reinterpret_cast<const uint16_t*>(p));
-    case DataType::kFloat32:
-      return *reinterpret_cast<const float*>(p);
-    case DataType::kFloat64:
-      return *reinterpret_cast<const double*>(p);
-  }
-  return 0;
-}
-
-void from_double(double v, uint8_t* p, DataType dtype) {
-  switch (dtype) {
-    case DataType::kUInt8:
-      *p = static_cast<uint8_t>(v);
-      break;
-    case DataType::kInt8:
-      *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v);
-      break;
-    case DataType::kInt32:
-      *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);
-      break;
-    case DataType::kInt64:
-      *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v);
-      break;
-    case DataType::kFloat16:
-      *reinterpret_cast<uint16_t*>(p) = ranktime::float_to_half(static_cast<float>(v));
-      break;
-    case DataType::kBFloat16:
-      *reinterpret_cast<uint16_t*>(p) = ranktime::float_to_bfloat16(static_cast<float>(v));
-      break;
-    case DataType::kFloat32:
-      *reinterpret_cast<float*>(p) = static_cast<float>(v);
-      break;
-    case DataType::kFloat64:
-      *reinterpret_cast<double*>(p) = v;
-      break;
-  }
-}
-
 // Fills tensor t with this rank's gradient. float32 (the common case) is written directly.
 void fill(std::vector<uint8_t>& buf, DataType dtype, int rank, int64_t t, int64_t n) {
   if (dtype == DataType::kFloat32) {
@@ -86,7 +34,8 @@ void fill(std::vector<uint8_t>& buf, DataType dtype, int rank, int64_t t, int64_
     return;
   }
   const size_t es = ranktime::dtype_size(dtype);
-  for (int64_t i = 0; i < n; ++i) from_double(grad_value(rank, t, i), &buf[i * es], dtype);
+  for (int64_t i = 0; i < n; ++i)
+    ranktime::examples::set_element(grad_value(rank, t, i), &buf[i * es], dtype);
 }
 
 // Returns the first wrong element's index, or -1.
@@ -97,7 +46,7 @@ int64_t verify(const std::vector<uint8_t>& buf, DataType dtype, int size, int64_
   const size_t es = ranktime::dtype_size(dtype);
   for (int64_t i = 0; i < n; ++i) {
     double expected = static_cast<double>(rank_sum) * ((i + t) % 3 + 1);
-    double v = to_double(&buf[i * es], dtype);
+    double v = ranktime::examples::element(&buf[i * es], dtype);
     if (v != expected) {
       *got = v;
       *want = expected;

@@ -1,9 +1,11 @@
-// Reads gradient workload files (see workload.h).
+// Reads gradient workload files; converts tensor elements to and from doubles (see workload.h).
 #include "workload.h"
 
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "ranktime/half.h"
 
 namespace ranktime::examples {
 
@@ -53,6 +55,57 @@ std::vector<WorkloadTensor> synthetic_workload(int count, int64_t elements) {
   for (int i = 0; i < count; ++i)
     out.push_back({"small." + std::to_string(i), {elements}, elements});
   return out;
+}
+
+double element(const uint8_t* p, DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      return *p;
+    case DataType::kInt8:
+      return *reinterpret_cast<const int8_t*>(p);
+    case DataType::kInt32:
+      return *reinterpret_cast<const int32_t*>(p);
+    case DataType::kInt64:
+      return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+    case DataType::kFloat16:
+      return half_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DataType::kBFloat16:
+      return bfloat16_to_float(*reinterpret_cast<const uint16_t*>(p));
+    case DataType::kFloat32:
+      return *reinterpret_cast<const float*>(p);
+    case DataType::kFloat64:
+      return *reinterpret_cast<const double*>(p);
+  }
+  return 0;
+}
+
+void set_element(double v, uint8_t* p, DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8:
+      *p = static_cast<uint8_t>(v);
+      break;
+    case DataType::kInt8:
+      *reinterpret_cast<int8_t*>(p) = static_cast<int8_t>(v);
+      break;
+    case DataType::kInt32:
+      *reinterpret_cast<int32_t*>(p) = static_cast<int32_t>(v);
+      break;
+    case DataType::kInt64:
+      *reinterpret_cast<int64_t*>(p) = static_cast<int64_t>(v);
+      break;
+    case DataType::kFloat16:
+      *reinterpret_cast<uint16_t*>(p) = float_to_half(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      *reinterpret_cast<uint16_t*>(p) = float_to_bfloat16(static_cast<float>(v));
+      break;
+    case DataType::kFloat32:
+      *reinterpret_cast<float*>(p) = static_cast<float>(v);
+      break;
+    case DataType::kFloat64:
+      *reinterpret_cast<double*>(p) = v;
+      break;
+  }
 }
 
 }  // namespace ranktime::examples

@@ -1,10 +1,13 @@
 // Gradient workload files (examples/workloads/*.tsv): `name<TAB>shape<TAB>elements` per line,
-// `#` comments. Shared by ranktime-synth and the benchmarks.
+// `#` comments; and tensor elements of any dtype as doubles. Shared by ranktime-synth, the
+// benchmarks and tests.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "ranktime/ranktime.h"
 
 namespace ranktime::examples {
 
@@ -18,5 +21,10 @@ struct WorkloadTensor {
 std::vector<WorkloadTensor> read_workload(const std::string& path);
 // `count` tensors of `elements` each, named small.<i>: the many-small-tensors case.
 std::vector<WorkloadTensor> synthetic_workload(int count, int64_t elements);
+
+// The element of `dtype` at p as a double, and a double stored as one (exact for the small
+// integers workloads and tests use; 16-bit floats round to nearest even).
+double element(const uint8_t* p, DataType dtype);
+void set_element(double v, uint8_t* p, DataType dtype);
 
 }  // namespace ranktime::examples

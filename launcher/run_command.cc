@@ -14,9 +14,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <variant>
+
+#include "core/settings.h"
 
 extern char** environ;
 
@@ -65,9 +70,9 @@ std::string absolute_path(const std::string& path) {
 
 // The timeline is written by rank 0, possibly far from here; what can be checked here is that
 // the directory exists and is writable (on a single host that is the real check).
-std::string check_timeline_path(const std::string& given) {
+std::string check_timeline_path(const char* flag_name, const std::string& given) {
   const std::string path = absolute_path(given);
-  const std::string flag = "--timeline-filename " + given;
+  const std::string flag = flag_name + (" " + given);
   if (!given.empty() && given.back() == '/')
     throw InputError{flag + ": is a directory, not a file"};
   fs::path parent = fs::path(path).parent_path();
@@ -89,24 +94,43 @@ std::string check_timeline_path(const std::string& given) {
   return path;
 }
 
-// Number options passed to every rank as they are: the flag, its variable, what it accepts.
-struct PassThroughNumber {
-  const char* flag;
-  std::string RunCommandOptions::*value;
-  const char* variable;
-  bool positive;  // else non-negative
-  const char* help;
-};
-const PassThroughNumber kPassThroughNumbers[] = {
-    {"--cycle-time-ms", &RunCommandOptions::cycle_time_ms, "RANKTIME_CYCLE_TIME_MS", true,
-     "longest wait between cycles"},
-    {"--stall-check-warning-time-seconds", &RunCommandOptions::stall_warning_s,
-     "RANKTIME_STALL_WARNING_S", true, "warn about ranks that have not submitted"},
-    {"--stall-check-shutdown-time-seconds", &RunCommandOptions::stall_shutdown_s,
-     "RANKTIME_STALL_SHUTDOWN_S", false, "fail instead of hanging"},
-    {"--peer-timeout-seconds", &RunCommandOptions::peer_timeout_s, "RANKTIME_PEER_TIMEOUT_S", false,
-     "fail every operation when a rank has been silent this long, e.g. died; 0 waits forever"},
-};
+bool is_number(const Setting& s) {
+  return std::holds_alternative<int64_t Config::*>(s.field) ||
+         std::holds_alternative<double Config::*>(s.field);
+}
+
+// `ranktime run --flag` for setting `s`, with its help line saying which variable it sets.
+void add_setting_flag(CLI::App* cmd, const Setting& s, RunCommandOptions* o) {
+  const std::string var = s.variable;
+  switch (s.flag_form) {
+    case FlagForm::kNone:
+      return;
+    case FlagForm::kSwitch:
+      cmd->add_flag_callback(
+          s.flag, [o, var, value = std::string(s.switch_value)] { o->settings[var] = value; },
+          std::string(s.flag_help) + " (" + var + "=" + s.switch_value + ")");
+      return;
+    case FlagForm::kPath:
+      cmd->add_option(s.flag, o->settings[var],
+                      std::string(s.flag_help) + " (" + var + "; made absolute)");
+      return;
+    case FlagForm::kMebibytes:
+      cmd->add_option(s.flag, o->settings[var],
+                      std::string(s.flag_help) + " (" + var + ", in bytes)");
+      return;
+    case FlagForm::kValue: {
+      auto* option =
+          cmd->add_option(s.flag, o->settings[var], std::string(s.flag_help) + " (" + var + ")");
+      if (std::holds_alternative<LogLevel Config::*>(s.field)) {
+        option->check(
+            CLI::IsMember({log_level_name(LogLevel::kTrace), log_level_name(LogLevel::kDebug),
+                           log_level_name(LogLevel::kInfo), log_level_name(LogLevel::kWarning),
+                           log_level_name(LogLevel::kError)}));
+      }
+      return;
+    }
+  }
+}
 
 void validate_number(const std::string& flag, const std::string& value, bool positive) {
   if (value.empty()) return;
@@ -120,6 +144,18 @@ void validate_number(const std::string& flag, const std::string& value, bool pos
   }
 }
 
+// --mca takes the next two arguments whatever they look like, so a forgotten value swallows the
+// next flag: a NAME must be an MCA parameter's name, and a VALUE is not a long flag.
+void validate_mca(const std::string& name, const std::string& value) {
+  bool name_ok = !name.empty();
+  for (char c : name)
+    name_ok = name_ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!name_ok || value.rfind("--", 0) == 0) {
+    throw InputError{"--mca " + name + " " + value +
+                     ": expected --mca NAME VALUE, NAME an Open MPI parameter such as btl"};
+  }
+}
+
 // Slots of a single-host -H list ("node1:4" -> 4, "node1" -> 1); nullopt for several hosts.
 std::optional<int> single_host_slots(const std::string& hosts) {
   if (hosts.empty() || hosts.find(',') != std::string::npos) return std::nullopt;
@@ -130,6 +166,56 @@ std::optional<int> single_host_slots(const std::string& hosts) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+// Distinct host names in a -H list ("a:2,b:2,a" names two).
+int count_hosts(const std::string& hosts) {
+  std::set<std::string> names;
+  size_t pos = 0;
+  while (pos <= hosts.size()) {
+    size_t comma = hosts.find(',', pos);
+    std::string entry =
+        hosts.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!entry.empty()) names.insert(entry.substr(0, entry.rfind(':')));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return static_cast<int>(names.size());
+}
+
+// Distinct host names in an Open MPI hostfile: the first word of each line, '#' starts a comment.
+int count_hostfile_hosts(const std::string& path) {
+  std::ifstream in(path);
+  std::set<std::string> names;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::string name;
+    if (words >> name) names.insert(name);
+  }
+  return static_cast<int>(names.size());
+}
+
+// Across hosts, mpirun's daemons notice a silent peer (a pulled cable, a host that died) only
+// through TCP keepalive, and Open MPI's defaults (300 s idle, 9 probes 20 s apart) leave a job
+// hanging for minutes; these make it about 11 s (docs/multihost.md).
+const std::pair<const char*, const char*> kMultiHostMca[] = {
+    {"oob_tcp_keepalive_time", "5"},
+    {"oob_tcp_keepalive_intvl", "2"},
+    {"oob_tcp_keepalive_probes", "3"},
+};
+
+// Whether the user already set MCA parameter `name` (with --mca or --mpi-arg=--mca).
+bool user_sets_mca(const RunCommandOptions& o, const std::string& name) {
+  for (const auto& [given, value] : o.mca) {
+    if (given == name) return true;
+  }
+  for (size_t i = 0; i + 1 < o.mpi_args.size(); ++i) {
+    if ((o.mpi_args[i] == "--mca" || o.mpi_args[i] == "-mca") && o.mpi_args[i + 1] == name) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Signals to forward, delivered to the handler below.
@@ -260,20 +346,26 @@ MpirunPlan plan_mpirun(const RunCommandOptions& o, const std::string& mpirun,
   // The runtime's background thread and the user's threads must not share one bound core.
   plan.argv.push_back("--bind-to");
   plan.argv.push_back("none");
+  if (count_hosts(o.hosts) > 1 || host.hostfile_hosts > 1) {
+    for (const auto& [name, value] : kMultiHostMca) {
+      if (!user_sets_mca(o, name)) plan.argv.insert(plan.argv.end(), {"--mca", name, value});
+    }
+  }
+  for (const auto& [name, value] : o.mca) plan.argv.insert(plan.argv.end(), {"--mca", name, value});
   for (const auto& arg : o.mpi_args) plan.argv.push_back(arg);
 
-  if (!timeline_path.empty()) plan.rank_env.emplace_back("TIMELINE_FILENAME", timeline_path);
-  if (o.timeline_mark_cycles) plan.rank_env.emplace_back("TIMELINE_MARK_CYCLES", "1");
-  if (o.no_timeline_all_ranks) plan.rank_env.emplace_back("TIMELINE_ALL_RANKS", "0");
-  if (!o.fusion_threshold_mb.empty()) {
-    double mb = std::strtod(o.fusion_threshold_mb.c_str(), nullptr);
-    plan.rank_env.emplace_back("RANKTIME_FUSION_THRESHOLD",
-                               std::to_string(std::llround(mb * 1024.0 * 1024.0)));
+  for (const Setting& s : settings()) {
+    auto given = o.settings.find(s.variable);
+    if (given == o.settings.end() || given->second.empty()) continue;
+    std::string value = given->second;
+    if (s.flag_form == FlagForm::kPath) {
+      value = timeline_path;
+    } else if (s.flag_form == FlagForm::kMebibytes) {
+      const double mb = std::strtod(value.c_str(), nullptr);
+      value = std::to_string(std::llround(mb * 1024.0 * 1024.0));
+    }
+    if (!value.empty()) plan.rank_env.emplace_back(s.variable, value);
   }
-  for (const PassThroughNumber& n : kPassThroughNumbers) {
-    if (!(o.*n.value).empty()) plan.rank_env.emplace_back(n.variable, o.*n.value);
-  }
-  if (!o.log_level.empty()) plan.rank_env.emplace_back("RANKTIME_LOG_LEVEL", o.log_level);
   for (const auto& [name, value] : plan.rank_env) {
     plan.argv.push_back("-x");
     plan.argv.push_back(name + "=" + value);
@@ -291,23 +383,15 @@ CLI::App* add_run_command(CLI::App& app, RunCommandOptions* o) {
   auto* hosts = cmd->add_option("-H,--host", o->hosts, "hosts and slots: host1:2,host2:2");
   auto* hostfile = cmd->add_option("--hostfile", o->hostfile, "Open MPI hostfile");
   hosts->excludes(hostfile);
-  cmd->add_option("--timeline-filename", o->timeline_filename,
-                  "write the timeline here (TIMELINE_FILENAME; made absolute)");
-  cmd->add_flag("--timeline-mark-cycles", o->timeline_mark_cycles,
-                "cycle-start markers (TIMELINE_MARK_CYCLES=1)");
-  cmd->add_flag("--no-timeline-all-ranks", o->no_timeline_all_ranks,
-                "keep rank 0's processing lanes only (TIMELINE_ALL_RANKS=0)");
-  cmd->add_option("--fusion-threshold-mb", o->fusion_threshold_mb,
-                  "fusion buffer in MiB, 0 disables fusion (RANKTIME_FUSION_THRESHOLD, in bytes)");
-  for (const PassThroughNumber& n : kPassThroughNumbers) {
-    cmd->add_option(n.flag, o->*n.value, std::string(n.help) + " (" + n.variable + ")");
-  }
-  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warning or error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warning", "error"}));
+  for (const Setting& s : settings()) add_setting_flag(cmd, s, o);
   cmd->add_option("--mpirun", o->mpirun, "mpirun to use (default: the one on PATH)");
   cmd->add_flag("--oversubscribe", o->oversubscribe,
                 "let Open MPI run more ranks than slots (automatic on one host with more ranks "
                 "than cores)");
+  cmd->add_option("--mca", o->mca,
+                  "an Open MPI setting for mpirun: --mca NAME VALUE (repeat); with more than one "
+                  "host, oob_tcp_keepalive_* are set unless given here")
+      ->allow_extra_args(false);
   cmd->add_option("--mpi-arg", o->mpi_args,
                   "an argument for mpirun itself, as it is (repeat; write --mpi-arg=--mca)")
       ->allow_extra_args(false);
@@ -325,11 +409,19 @@ int run_run(RunCommandOptions& o) {
     if (!o.hostfile.empty() && !fs::is_regular_file(o.hostfile)) {
       throw InputError{"--hostfile " + o.hostfile + ": no such file"};
     }
-    validate_number("--fusion-threshold-mb", o.fusion_threshold_mb, false);
-    for (const PassThroughNumber& n : kPassThroughNumbers) {
-      validate_number(n.flag, o.*n.value, n.positive);
+    // Numbers first, then the timeline's path.
+    for (const FlagForm form : {FlagForm::kMebibytes, FlagForm::kValue, FlagForm::kPath}) {
+      for (const Setting& s : settings()) {
+        auto given = o.settings.find(s.variable);
+        if (s.flag_form != form || given == o.settings.end() || given->second.empty()) continue;
+        if (form == FlagForm::kPath) {
+          timeline_path = check_timeline_path(s.flag, given->second);
+        } else if (is_number(s)) {
+          validate_number(s.flag, given->second, s.positive());
+        }
+      }
     }
-    if (!o.timeline_filename.empty()) timeline_path = check_timeline_path(o.timeline_filename);
+    for (const auto& [name, value] : o.mca) validate_mca(name, value);
     if (o.command.empty()) {
       throw InputError{"no program to run: ranktime run -np N [options] -- PROGRAM ARGS..."};
     }
@@ -359,6 +451,7 @@ int run_run(RunCommandOptions& o) {
   host.is_root = ::geteuid() == 0;
   long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   host.local_slots = cores > 0 ? static_cast<int>(cores) : 1;
+  if (!o.hostfile.empty()) host.hostfile_hosts = count_hostfile_hosts(o.hostfile);
   MpirunPlan plan = plan_mpirun(o, mpirun, timeline_path, host);
 
   if (o.dry_run) {

@@ -2,6 +2,7 @@
 // every rank as environment variables (design.md, "Environment and flags").
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,17 +15,12 @@ struct RunCommandOptions {
   int np = 0;
   std::string hosts;     // -H host1:2,host2:2
   std::string hostfile;  // --hostfile F
-  std::string timeline_filename;
-  bool timeline_mark_cycles = false;
-  bool no_timeline_all_ranks = false;
-  std::string fusion_threshold_mb;  // kept as text: validated, then converted to bytes
-  std::string cycle_time_ms;
-  std::string stall_warning_s;
-  std::string stall_shutdown_s;
-  std::string peer_timeout_s;
-  std::string log_level;
+  // The settings given as flags (core/settings.h): variable -> the flag's text as given (a
+  // switch: its value), kept as text until validated and converted. Absent: not given.
+  std::map<std::string, std::string> settings;
   std::string mpirun;  // --mpirun PATH
   bool oversubscribe = false;
+  std::vector<std::pair<std::string, std::string>> mca;  // --mca NAME VALUE, for mpirun
   std::vector<std::string> mpi_args;  // --mpi-arg=ARG, passed to mpirun as they are
   bool dry_run = false;
   bool verbose = false;
@@ -34,7 +30,8 @@ struct RunCommandOptions {
 // What the machine looks like, for the plan (passed in so tests see fixed values).
 struct HostFacts {
   bool is_root = false;
-  int local_slots = 1;  // cores of this host
+  int local_slots = 1;     // cores of this host
+  int hostfile_hosts = 0;  // distinct hosts that --hostfile names (read before planning)
 };
 
 // The exact process to start: argv[0] is mpirun's path; env is added to mpirun's environment.

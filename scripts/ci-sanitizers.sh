@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# CI jobs (issue 7): an AddressSanitizer + UndefinedBehaviorSanitizer build running the unit and
-# multi-rank tests, and a ThreadSanitizer build running the multi-rank tests of the runtime's
-# threads (background loop, trace writer, signal watcher, user threads) and the trace writer's own
-# tests (its thread against producers, flushes and signals).
+# CI jobs (issue 7): an AddressSanitizer + UndefinedBehaviorSanitizer build running the unit,
+# in-process and multi-rank tests, and a ThreadSanitizer build running the multi-rank tests of the
+# runtime's threads (background loop, trace writer, signal watcher, user threads), the in-process
+# protocol tests (up to 16 runtimes in one process) and the trace writer's own tests (its thread
+# against producers, flushes and signals).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null  # packages
@@ -24,6 +25,7 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --test-dir "$A" --output-on-f
 # --- TSan ---
 T=${TSAN_BUILD_DIR:-build-tsan}
 [ -f "$T/build.ninja" ] || cmake -S . -B "$T" -G Ninja $common -DRANKTIME_SANITIZE=thread >/dev/null
-cmake --build "$T" --target collectives_test lifecycle_test tl-api-tests fault_injection ranktime-synth test_trace_writer -j "$(nproc)"
+cmake --build "$T" --target collectives_test lifecycle_test tl-api-tests fault_injection ranktime-synth test_trace_writer test_inprocess -j "$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
 ctest --test-dir "$T" --output-on-failure -R "^(mpi_collectives|mpi_lifecycle|tl_api|TraceWriter)"
+ctest --test-dir "$T" --output-on-failure -L inprocess

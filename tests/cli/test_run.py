@@ -145,7 +145,36 @@ RANKTIME_LOG_LEVEL=debug
 {ROOT_ENV}
 # environment of every rank (-x)
 # command
-{MPIRUN} {ROOT} -np 4 -H node1:2,node2:2 --bind-to none /bin/echo hi
+{MPIRUN} {ROOT} -np 4 -H node1:2,node2:2 --bind-to none --mca oob_tcp_keepalive_time 5 \
+--mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 /bin/echo hi
+"""),
+    # One host named twice is one host: no keepalive settings.
+    "hosts_one_host": (["-np", "4", "-H", "node1:2,node1:2"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+# command
+{MPIRUN} {ROOT} -np 4 -H node1:2,node1:2 --bind-to none /bin/echo hi
+"""),
+    # A keepalive setting the user gives (here through --mpi-arg) is not given twice.
+    "hostfile_two_hosts": (["-np", "4", "--hostfile", "{DIR}/two_hosts", "--mpi-arg=--mca",
+                            "--mpi-arg=oob_tcp_keepalive_time", "--mpi-arg=9"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+# command
+{MPIRUN} {ROOT} -np 4 --hostfile {DIR}/two_hosts --bind-to none --mca oob_tcp_keepalive_intvl 2 \
+--mca oob_tcp_keepalive_probes 3 --mca oob_tcp_keepalive_time 9 /bin/echo hi
+"""),
+    "mca": (["-np", "4", "-H", "a:2,b:2", "--mca", "plm_rsh_agent", "/x/agent y",
+             "--mca", "oob_tcp_keepalive_probes", "4"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+# command
+{MPIRUN} {ROOT} -np 4 -H a:2,b:2 --bind-to none --mca oob_tcp_keepalive_time 5 \
+--mca oob_tcp_keepalive_intvl 2 --mca plm_rsh_agent '/x/agent y' --mca oob_tcp_keepalive_probes 4 \
+/bin/echo hi
 """),
     "single_host_oversubscribed": (["-np", "3", "-H", "localhost:2"], """\
 # environment added for mpirun
@@ -209,6 +238,7 @@ RANKTIME_LOG_LEVEL=trace
 def test_dry_run_golden(cli, tmp_path, fake_mpirun, case):
     flags, expected = GOLDEN[case]
     (tmp_path / "hosts").write_text("localhost slots=2\n")
+    (tmp_path / "two_hosts").write_text("# two hosts, one named twice\nn1 slots=2\nn2 slots=2 # x\nn1\n")
     (tmp_path / "sub").mkdir()
     flags = [f.replace("{DIR}", str(tmp_path)) for f in flags]
     result = ranktime("run", *flags, "--mpirun", fake_mpirun, "--dry-run", "--", "/bin/echo", "hi",
@@ -291,6 +321,11 @@ BAD_INPUT = {
     "log_level": (["-np", "1", "--log-level", "loud"], "loud"),
     "hosts_and_hostfile": (["-np", "1", "-H", "a", "--hostfile", "{DIR}/file"], "excludes"),
     "hostfile_missing": (["-np", "1", "--hostfile", "{DIR}/nope"], "--hostfile {DIR}/nope: no such file"),
+    "mca_swallows_a_flag": (["-np", "1", "--mca", "--dry-run", "x"],
+                            "--mca --dry-run x: expected --mca NAME VALUE"),
+    "mca_value_is_a_flag": (["-np", "1", "--mca", "btl", "--verbose"],
+                            "--mca btl --verbose: expected --mca NAME VALUE"),
+    "mca_missing_value": (["-np", "1", "--mca", "btl"], "--mca"),
 }
 
 

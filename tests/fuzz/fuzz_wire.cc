@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "wire.h"
+#include "core/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ranktime;

@@ -2,7 +2,7 @@
 #include <fstream>
 #include <string>
 
-#include "wire.h"
+#include "core/wire.h"
 
 int main(int argc, char** argv) {
   using namespace ranktime;

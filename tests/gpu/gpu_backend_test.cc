@@ -9,9 +9,9 @@
 #include <tuple>
 #include <vector>
 
-#include "gpu/device_fusion.h"
-#include "gpu/gpu_backend.h"
-#include "gpu/stream_resources.h"
+#include "backends/gpu/device_fusion.h"
+#include "backends/gpu/gpu_backend.h"
+#include "backends/gpu/stream_resources.h"
 #include "gpu_test_util.h"
 
 namespace ranktime::gpu_test {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/gpu/gpu_backend.h"
 #include "cuda_event_timing.h"
-#include "gpu/gpu_backend.h"
 #include "gpu_test_util.h"
 
 namespace ranktime::gpu_test {

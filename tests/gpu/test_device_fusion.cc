@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpu/device_fusion.h"
+#include "backends/gpu/device_fusion.h"
 
 namespace ranktime::gpu {
 namespace {

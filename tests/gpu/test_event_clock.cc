@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "gpu/event_clock.h"
+#include "backends/gpu/event_clock.h"
 
 namespace ranktime::gpu {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/gpu_phases.h"
+#include "backends/gpu/gpu_phases.h"
 
 namespace ranktime::gpu {
 namespace {

@@ -1,6 +1,6 @@
 // Tests for OffsetEstimator and ClockSample (clock.h) on synthetic NTP-style exchanges with a known
 // offset and chosen one-way delays.
-#include "clock.h"
+#include "core/clock.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
-// Tests for config.h: defaults, every variable's accepted spellings, and errors that name the
-// variable and the malformed value.
-#include "config.h"
+// Tests for config.h and the settings table behind it (settings.h): defaults, every variable's
+// accepted spellings, errors that name the variable and the malformed value, and the table's
+// rows (each read, described, defaulted and bounded as it declares).
+#include "core/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include "core/settings.h"
 
 namespace ranktime {
 namespace {
@@ -292,6 +295,54 @@ TEST(Config, DescribedValuesParseBackToTheSameConfig) {
   EXPECT_EQ(back.stall_warning_s, c.stall_warning_s) << env["RANKTIME_STALL_WARNING_S"];
   EXPECT_EQ(back.stall_shutdown_s, c.stall_shutdown_s) << env["RANKTIME_STALL_SHUTDOWN_S"];
   EXPECT_EQ(back.describe(), c.describe());
+}
+
+// The table: one row per variable, in describe() order; each row's default is what Config holds
+// when nothing is set, and parses back to itself.
+TEST(Settings, TheTableIsWhatParseAndDescribeIterate) {
+  std::vector<std::string> rows;
+  for (const Setting& s : settings()) rows.push_back(s.variable);
+  EXPECT_EQ(rows, described_names(Config{}));
+  EXPECT_EQ(std::set<std::string>(rows.begin(), rows.end()).size(), rows.size());
+  const Config defaults;
+  for (const Setting& s : settings()) {
+    EXPECT_EQ(s.show(defaults), s.show(parse({{s.variable, s.default_text}}))) << s.variable;
+    EXPECT_NE(std::string(s.why), "") << s.variable;
+  }
+}
+
+TEST(Settings, NumbersBelowTheirBoundAreErrorsNamingVariableAndValue) {
+  for (const Setting& s : settings()) {
+    if (s.expected == nullptr) continue;  // not a number
+    const std::string bad = std::to_string(s.bound_allowed ? s.bound - 1 : s.bound);
+    try {
+      parse({{s.variable, bad}});
+      ADD_FAILURE() << s.variable << "='" << bad << "' was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string(s.variable) + "='" + bad + "' is not valid: expected " + s.expected);
+    }
+    EXPECT_NO_THROW(parse({{s.variable, std::to_string(s.bound + 1)}})) << s.variable;
+  }
+}
+
+TEST(Settings, RunFlagsAreUniqueAndEachHasHelp) {
+  std::set<std::string> flags;
+  for (const Setting& s : settings()) {
+    if (s.flag == nullptr) {
+      EXPECT_EQ(s.flag_form, FlagForm::kNone) << s.variable;
+      continue;
+    }
+    EXPECT_TRUE(flags.insert(s.flag).second) << s.flag << " twice";
+    EXPECT_EQ(std::string(s.flag).rfind("--", 0), 0u) << s.flag;
+    EXPECT_NE(s.flag_help, nullptr) << s.flag;
+    if (s.flag_form == FlagForm::kSwitch) {
+      // The value a switch sets is one its variable accepts.
+      EXPECT_NO_THROW(parse({{s.variable, s.switch_value}})) << s.flag;
+    }
+  }
+  EXPECT_TRUE(flags.count("--timeline-filename"));
+  EXPECT_TRUE(flags.count("--cycle-time-ms"));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Tests for Coordinator (coordinator.h): readiness across ranks, completion order, negotiation
 // records, duplicate submissions, the stall inspector's view and drain().
-#include "coordinator.h"
+#include "negotiation/coordinator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ranktime/timeline/string_table.h"
+#include "recording/timeline_recorder.h"
 
 namespace ranktime {
 namespace {
@@ -36,11 +37,12 @@ std::vector<std::vector<std::string>> names_of(const std::vector<Response>& resp
 class CoordinatorTest : public ::testing::Test {
  protected:
   timeline::StringTable strings_;
+  StringTableIds ids_{&strings_};
   std::vector<Negotiation> negotiations_;
 };
 
 TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankHasAddedIt) {
-  Coordinator c(3, &strings_);
+  Coordinator c(3, &ids_);
   c.add(0, request("grad", 10));
   c.add(2, request("grad", 30));
   EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());
@@ -58,14 +60,14 @@ TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankHasAddedIt) {
 }
 
 TEST_F(CoordinatorTest, SingleRankIsReadyAtOnce) {
-  Coordinator c(1, &strings_);
+  Coordinator c(1, &ids_);
   c.add(0, request("solo", 5));
   EXPECT_EQ(names_of(c.take_ready(kNoFusion, &negotiations_)),
             (std::vector<std::vector<std::string>>{{"solo"}}));
 }
 
 TEST_F(CoordinatorTest, TakeReadyFollowsCompletionOrder) {
-  Coordinator c(2, &strings_);
+  Coordinator c(2, &ids_);
   c.add(0, request("a", 1));
   c.add(0, request("b", 2));
   c.add(0, request("c", 3));
@@ -81,7 +83,7 @@ TEST_F(CoordinatorTest, TakeReadyFollowsCompletionOrder) {
 }
 
 TEST_F(CoordinatorTest, CompatibleReadyTensorsAreFusedInCompletionOrder) {
-  Coordinator c(2, &strings_);
+  Coordinator c(2, &ids_);
   for (const char* name : {"a", "b", "c"}) c.add(0, request(name, 1));
   for (const char* name : {"b", "c", "a"}) c.add(1, request(name, 1));
   std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
@@ -93,7 +95,7 @@ TEST_F(CoordinatorTest, CompatibleReadyTensorsAreFusedInCompletionOrder) {
 }
 
 TEST_F(CoordinatorTest, FusionUsesTheTensorsByteSize) {
-  Coordinator c(1, &strings_);
+  Coordinator c(1, &ids_);
   c.add(0, request("a", 1, {4, 4}));  // 64 bytes of float32
   c.add(0, request("b", 1, {16}));    // 64 bytes
   c.add(0, request("c", 1, {1}));     // 4 bytes: one over 128
@@ -102,7 +104,7 @@ TEST_F(CoordinatorTest, FusionUsesTheTensorsByteSize) {
 }
 
 TEST_F(CoordinatorTest, NegotiationHasEachRanksReadyTimeInRankOrder) {
-  Coordinator c(3, &strings_);
+  Coordinator c(3, &ids_);
   Request q = request("w", 300);
   q.op = OpType::kBroadcast;
   q.root = 1;
@@ -123,7 +125,7 @@ TEST_F(CoordinatorTest, NegotiationHasEachRanksReadyTimeInRankOrder) {
 }
 
 TEST_F(CoordinatorTest, NegotiationsAreAppended) {
-  Coordinator c(1, &strings_);
+  Coordinator c(1, &ids_);
   negotiations_.resize(2);
   c.add(0, request("x", 1));
   c.take_ready(kNoFusion, &negotiations_);
@@ -131,7 +133,7 @@ TEST_F(CoordinatorTest, NegotiationsAreAppended) {
 }
 
 TEST_F(CoordinatorTest, ResponseCopiesRankZerosFields) {
-  Coordinator c(2, &strings_);
+  Coordinator c(2, &ids_);
   Request q;
   q.name = "ranktime.timeline";
   q.op = OpType::kTimelineStart;
@@ -149,7 +151,7 @@ TEST_F(CoordinatorTest, ResponseCopiesRankZerosFields) {
 }
 
 TEST_F(CoordinatorTest, MismatchBecomesAnUnfusedErrorResponse) {
-  Coordinator c(2, &strings_);
+  Coordinator c(2, &ids_);
   c.add(0, request("ok1", 1));
   c.add(1, request("ok1", 1));
   Request bad = request("bad", 1);
@@ -168,7 +170,7 @@ TEST_F(CoordinatorTest, MismatchBecomesAnUnfusedErrorResponse) {
 }
 
 TEST_F(CoordinatorTest, AllgatherCarriesEachRanksFirstDimension) {
-  Coordinator c(3, &strings_);
+  Coordinator c(3, &ids_);
   for (int r = 0; r < 3; ++r) {
     Request q = request("gather", 1, {r * 2, 5});
     q.op = OpType::kAllgather;
@@ -181,7 +183,7 @@ TEST_F(CoordinatorTest, AllgatherCarriesEachRanksFirstDimension) {
 }
 
 TEST_F(CoordinatorTest, DuplicateAddIsAnErrorNamingTheRank) {
-  Coordinator c(2, &strings_);
+  Coordinator c(2, &ids_);
   c.add(1, request("dup", 1));
   c.add(1, request("dup", 2));
   EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());  // still waiting for rank 0
@@ -197,7 +199,7 @@ TEST_F(CoordinatorTest, DuplicateAddIsAnErrorNamingTheRank) {
 }
 
 TEST_F(CoordinatorTest, NameMayBeReusedAfterItCompletes) {
-  Coordinator c(2, &strings_);
+  Coordinator c(2, &ids_);
   for (int round = 0; round < 3; ++round) {
     c.add(0, request("step", round));
     c.add(1, request("step", round));
@@ -208,7 +210,7 @@ TEST_F(CoordinatorTest, NameMayBeReusedAfterItCompletes) {
 }
 
 TEST_F(CoordinatorTest, StalledListsMissingRanksOldestFirst) {
-  Coordinator c(4, &strings_);
+  Coordinator c(4, &ids_);
   c.add(0, request("late", 200));
   c.add(3, request("early", 150));
   c.add(1, request("early", 100));  // first_ready_ns is the earliest of the ranks so far
@@ -229,7 +231,7 @@ TEST_F(CoordinatorTest, StalledListsMissingRanksOldestFirst) {
 }
 
 TEST_F(CoordinatorTest, CompletedTensorsAreNoLongerStalled) {
-  Coordinator c(2, &strings_);
+  Coordinator c(2, &ids_);
   c.add(0, request("a", 1));
   c.add(0, request("b", 2));
   c.add(1, request("a", 3));
@@ -241,7 +243,7 @@ TEST_F(CoordinatorTest, CompletedTensorsAreNoLongerStalled) {
 }
 
 TEST_F(CoordinatorTest, DrainRemovesEverythingPending) {
-  Coordinator c(3, &strings_);
+  Coordinator c(3, &ids_);
   c.add(0, request("a", 1));
   c.add(1, request("b", 1));
   c.add(2, request("b", 1));

@@ -1,4 +1,4 @@
-// Tests for divide_in_place (mpi_backend.h), the second half of an average: integer types truncate
+// Tests for divide_in_place (core/reduce.h), the second half of an average: integer types truncate
 // toward zero, 16-bit floats divide in float and round back to nearest even.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "mpi_backend.h"
+#include "core/reduce.h"
 #include "reference_float.h"
 
 namespace ranktime {

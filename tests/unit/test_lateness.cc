@@ -1,7 +1,7 @@
 // LatenessTracker: per-rank lag statistics and straggler detection over a sliding window.
 #include <gtest/gtest.h>
 
-#include "lateness.h"
+#include "inspection/lateness.h"
 
 namespace ranktime {
 namespace {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "message.h"
+#include "core/message.h"
 #include "ranktime/ranktime.h"
 
 namespace ranktime {

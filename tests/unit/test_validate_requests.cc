@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator.h"
+#include "negotiation/coordinator.h"
 
 namespace ranktime {
 namespace {

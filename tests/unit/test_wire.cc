@@ -1,6 +1,6 @@
 // Tests for wire.h: round trips of both message types, and defensive decoding of truncated or
 // corrupted buffers (always WireError, never a crash or another exception).
-#include "wire.h"
+#include "core/wire.h"
 
 #include <gtest/gtest.h>
 

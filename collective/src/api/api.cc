@@ -1,0 +1,146 @@
+// The public API (ranktime.h): the one process-wide runtime handle and thin wrappers over it.
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "backends/mpi/mpi_world.h"
+#include "core/config.h"
+#include "runtime/runtime.h"
+
+namespace ranktime {
+namespace {
+
+std::mutex g_mutex;
+std::unique_ptr<Runtime> g_runtime;
+bool g_we_initialized_mpi = false;
+// A runtime gave up on a peer (RANKTIME_PEER_TIMEOUT_S): MPI would wait for the dead rank in
+// MPI_Finalize or in the next init's communicator set-up, so neither happens.
+std::atomic<bool> g_peer_lost{false};
+
+// Shuts `r` down. A runtime whose background thread is stuck in a collective that will never
+// return is leaked: that thread still uses it.
+void retire(std::unique_ptr<Runtime> r, const std::string& why) {
+  if (!r) return;
+  r->shutdown(why);
+  if (r->peer_lost()) g_peer_lost = true;
+  if (r->hung()) {
+    r.release();
+  } else {
+    r.reset();
+  }
+}
+
+std::unique_ptr<Runtime> take_runtime() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return std::move(g_runtime);
+}
+
+// A process that exits without shutdown() still tells the other ranks (their pending operations
+// fail with a message saying so instead of hanging), and finalises MPI if ranktime started it.
+void shutdown_at_exit() {
+  retire(take_runtime(), "exited without calling ranktime::shutdown()");
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (g_we_initialized_mpi && !finalized && !g_peer_lost) MPI_Finalize();
+}
+
+Runtime& runtime(const char* caller) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_runtime) {
+    throw Error(std::string("ranktime::") + caller +
+                " called while ranktime is not running: call ranktime::init() first");
+  }
+  return *g_runtime;
+}
+
+}  // namespace
+
+void init() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime) return;
+  Config config;
+  try {
+    config = config_from_environment();
+  } catch (const ConfigError& e) {
+    throw Error(std::string("ranktime::init(): ") + e.what());
+  }
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) throw Error("ranktime::init(): MPI has already been finalized in this process");
+  if (g_peer_lost) {
+    throw Error(
+        "ranktime::init(): an earlier runtime in this process lost a peer rank "
+        "(RANKTIME_PEER_TIMEOUT_S); MPI cannot be used with the remaining ranks again");
+  }
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    g_we_initialized_mpi = true;
+  } else {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+      throw Error("ranktime::init(): MPI was initialised with thread level " +
+                  std::to_string(provided) +
+                  "; ranktime's background thread needs MPI_THREAD_MULTIPLE");
+    }
+  }
+  g_runtime = std::make_unique<Runtime>(config, std::make_unique<MpiWorld>());
+  static bool registered = false;
+  if (!registered) {
+    registered = true;
+    std::atexit(shutdown_at_exit);
+  }
+}
+
+void shutdown() {
+  // Joins the background thread; MPI stays up so that init() may run again.
+  retire(take_runtime(), "called shutdown()");
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_runtime != nullptr;
+}
+
+int rank() { return runtime("rank()").rank(); }
+int size() { return runtime("size()").size(); }
+int local_rank() { return runtime("local_rank()").local_rank(); }
+int local_size() { return runtime("local_size()").local_size(); }
+
+Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op) {
+  return runtime("allreduce_async()").submit(OpType::kAllreduce, tensor, name, op);
+}
+
+Handle allgather_async(const TensorView& tensor, const std::string& name) {
+  return runtime("allgather_async()").submit(OpType::kAllgather, tensor, name);
+}
+
+Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name) {
+  return runtime("broadcast_async()")
+      .submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank);
+}
+
+Status barrier() {
+  return runtime("barrier()").submit(OpType::kBarrier, TensorView{}, "ranktime.barrier").wait();
+}
+
+std::vector<RankLateness> lateness() { return runtime("lateness()").lateness(); }
+
+Status start_timeline(const std::string& path, bool mark_cycles) {
+  return runtime("start_timeline()")
+      .submit(OpType::kTimelineStart, TensorView{}, "ranktime.timeline", ReduceOp::kSum, 0, path,
+              mark_cycles ? 1 : 0)
+      .wait();
+}
+
+Status stop_timeline() {
+  return runtime("stop_timeline()")
+      .submit(OpType::kTimelineStop, TensorView{}, "ranktime.timeline")
+      .wait();
+}
+
+}  // namespace ranktime

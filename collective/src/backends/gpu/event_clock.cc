@@ -1,0 +1,76 @@
+// Anchoring and drift for CUDA event times (see event_clock.h).
+#include "backends/gpu/event_clock.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace ranktime::gpu {
+
+int best_anchor_sample(const std::vector<AnchorSample>& samples) {
+  int best = -1;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const AnchorSample& s = samples[i];
+    if (s.after_ns < s.before_ns) continue;
+    if (best < 0 || s.after_ns - s.before_ns < samples[best].after_ns - samples[best].before_ns) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+EventClock::EventClock(EventClockOptions options) : options_(options) {
+  if (options_.window < 2) options_.window = 2;
+}
+
+Anchor EventClock::add_anchor(const AnchorSample& sample, double gpu_ns_since_previous) {
+  Kept k;
+  k.anchor.id = next_id_++;
+  k.anchor.host_ns = sample.midpoint_ns();
+  k.anchor.uncertainty_ns = sample.uncertainty_ns();
+  if (anchors_.empty()) {
+    k.gpu_ns = 0;
+    anchors_.push_back(k);
+    return k.anchor;
+  }
+  const Kept& previous = anchors_.back();
+  k.gpu_ns = previous.gpu_ns + gpu_ns_since_previous;
+  last_residual_ns_ = k.anchor.host_ns - to_host(previous.anchor, gpu_ns_since_previous);
+  max_abs_residual_ns_ = std::max<int64_t>(max_abs_residual_ns_, std::llabs(last_residual_ns_));
+  anchors_.push_back(k);
+  while (anchors_.size() > options_.window) anchors_.pop_front();
+
+  const Kept& oldest = anchors_.front();
+  const double baseline = k.gpu_ns - oldest.gpu_ns;
+  if (baseline >= static_cast<double>(options_.min_baseline_ns)) {
+    const double rate = static_cast<double>(k.anchor.host_ns - oldest.anchor.host_ns) / baseline;
+    if (std::fabs(rate - 1.0) * 1e6 <= options_.max_drift_ppm) {
+      rate_ = rate;
+      rate_uncertainty_ =
+          static_cast<double>(k.anchor.uncertainty_ns + oldest.anchor.uncertainty_ns) / baseline;
+    } else {
+      ++rejected_rates_;
+    }
+  }
+  return k.anchor;
+}
+
+Anchor EventClock::current() const { return anchors_.empty() ? Anchor{} : anchors_.back().anchor; }
+
+bool EventClock::due(int64_t now_ns) const {
+  return anchors_.empty() ||
+         now_ns - anchors_.back().anchor.host_ns >= options_.reanchor_interval_ns;
+}
+
+int64_t EventClock::to_host(const Anchor& a, double gpu_ns) const {
+  return a.host_ns + std::llround(rate_ * gpu_ns);
+}
+
+int64_t EventClock::error_bound_ns(const Anchor& a, double gpu_ns) const {
+  // float milliseconds carry a 24-bit mantissa: half an ulp of the distance, plus the 0.5 us
+  // resolution CUDA documents for event times.
+  const double ulp = std::ldexp(std::fabs(gpu_ns) + 1.0, -24);
+  return a.uncertainty_ns + std::llround(rate_uncertainty_ * std::fabs(gpu_ns) + ulp / 2) + 500;
+}
+
+}  // namespace ranktime::gpu

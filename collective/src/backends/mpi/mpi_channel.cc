@@ -1,0 +1,91 @@
+// The control channel over MPI (see mpi_channel.h).
+#include "backends/mpi/mpi_channel.h"
+
+namespace ranktime {
+namespace {
+
+// Workers send rank 0 kTagWorker, rank 0 sends workers kTagResponse.
+constexpr int kTagWorker = 1;
+constexpr int kTagResponse = 2;
+constexpr int kTagPing = 3;
+constexpr int kTagPong = 4;
+// Host names travel in fixed slots (gethostname's limit is far below).
+constexpr int kHostSlot = 256;
+
+}  // namespace
+
+MpiChannel::MpiChannel(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+void MpiChannel::gather_hosts(const std::string& hostname, int64_t pid,
+                              std::vector<std::string>* hostnames, std::vector<int64_t>* pids) {
+  char host[kHostSlot] = {};
+  hostname.copy(host, kHostSlot - 1);
+  std::vector<char> hosts(rank_ == 0 ? kHostSlot * size_ : 0);
+  MPI_Gather(host, kHostSlot, MPI_CHAR, hosts.data(), kHostSlot, MPI_CHAR, 0, comm_);
+  pids->resize(rank_ == 0 ? size_ : 0);
+  MPI_Gather(&pid, 1, MPI_INT64_T, pids->data(), 1, MPI_INT64_T, 0, comm_);
+  for (int r = 0; rank_ == 0 && r < size_; ++r) hostnames->emplace_back(&hosts[kHostSlot * r]);
+}
+
+void MpiChannel::broadcast(int* values, int count) { MPI_Bcast(values, count, MPI_INT, 0, comm_); }
+
+void MpiChannel::send_ping(int rank, int64_t t0) {
+  MPI_Send(&t0, 1, MPI_INT64_T, rank, kTagPing, comm_);
+}
+
+std::pair<int64_t, int64_t> MpiChannel::receive_pong(int rank) {
+  int64_t reply[2];
+  MPI_Recv(reply, 2, MPI_INT64_T, rank, kTagPong, comm_, MPI_STATUS_IGNORE);
+  return {reply[0], reply[1]};
+}
+
+void MpiChannel::receive_ping() {
+  int64_t t0;
+  MPI_Recv(&t0, 1, MPI_INT64_T, 0, kTagPing, comm_, MPI_STATUS_IGNORE);
+}
+
+void MpiChannel::send_pong(int64_t t1, int64_t t2) {
+  int64_t reply[2] = {t1, t2};
+  MPI_Send(reply, 2, MPI_INT64_T, 0, kTagPong, comm_);
+}
+
+void MpiChannel::send(int to, std::shared_ptr<const std::vector<uint8_t>> message) {
+  PendingSend send{MPI_REQUEST_NULL, std::move(message)};
+  MPI_Isend(send.buffer->data(), static_cast<int>(send.buffer->size()), MPI_BYTE, to,
+            rank_ == 0 ? kTagResponse : kTagWorker, comm_, &send.request);
+  sends_.push_back(std::move(send));
+}
+
+bool MpiChannel::receive(int* from, std::vector<uint8_t>* message) {
+  const int source = rank_ == 0 ? MPI_ANY_SOURCE : 0;
+  const int tag = rank_ == 0 ? kTagWorker : kTagResponse;
+  int flag = 0;
+  MPI_Status status;
+  MPI_Iprobe(source, tag, comm_, &flag, &status);
+  if (!flag) return false;
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  message->resize(count);
+  MPI_Recv(message->data(), count, MPI_BYTE, status.MPI_SOURCE, tag, comm_, MPI_STATUS_IGNORE);
+  *from = status.MPI_SOURCE;
+  return true;
+}
+
+void MpiChannel::reap_sends(bool wait) {
+  while (!sends_.empty()) {
+    int done = 0;
+    if (wait) {
+      MPI_Wait(&sends_.front().request, MPI_STATUS_IGNORE);
+      done = 1;
+    } else {
+      MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE);
+    }
+    if (!done) return;
+    sends_.pop_front();
+  }
+}
+
+}  // namespace ranktime

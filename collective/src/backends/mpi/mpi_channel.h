@@ -1,0 +1,42 @@
+// The control channel over MPI: point to point on a communicator of ranktime's own (a duplicate
+// of MPI_COMM_WORLD, so user traffic never matches it). Control messages go with MPI_Isend and
+// arrive through MPI_Iprobe + MPI_Recv, so the background thread never blocks inside MPI (Open
+// MPI's blocking calls poll a core).
+#pragma once
+
+#include <mpi.h>
+
+#include <deque>
+
+#include "runtime/control_channel.h"
+
+namespace ranktime {
+
+class MpiChannel final : public ControlChannel {
+ public:
+  explicit MpiChannel(MPI_Comm comm);  // not owned
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void gather_hosts(const std::string& hostname, int64_t pid, std::vector<std::string>* hostnames,
+                    std::vector<int64_t>* pids) override;
+  void broadcast(int* values, int count) override;
+  void send_ping(int rank, int64_t t0) override;
+  std::pair<int64_t, int64_t> receive_pong(int rank) override;
+  void receive_ping() override;
+  void send_pong(int64_t t1, int64_t t2) override;
+  void send(int to, std::shared_ptr<const std::vector<uint8_t>> message) override;
+  bool receive(int* from, std::vector<uint8_t>* message) override;
+  void reap_sends(bool wait) override;
+
+ private:
+  struct PendingSend {
+    MPI_Request request;
+    std::shared_ptr<const std::vector<uint8_t>> buffer;
+  };
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::deque<PendingSend> sends_;
+};
+
+}  // namespace ranktime

@@ -1,0 +1,36 @@
+// The World of an MPI job: ranktime's own two duplicates of MPI_COMM_WORLD (one for control
+// messages, one for the collectives, so ranktime never matches the user's MPI traffic), this
+// rank's place on its host, the MPI control channel, the MPI backend for host memory and the
+// device backend the factory finds. MPI must be initialised with MPI_THREAD_MULTIPLE.
+#pragma once
+
+#include <mpi.h>
+
+#include "backends/mpi/mpi_channel.h"
+#include "runtime/world.h"
+
+namespace ranktime {
+
+class MpiWorld final : public World {
+ public:
+  MpiWorld();            // collective over MPI_COMM_WORLD
+  ~MpiWorld() override;  // frees the communicators unless MPI is finalised
+  MpiWorld(const MpiWorld&) = delete;
+  MpiWorld& operator=(const MpiWorld&) = delete;
+
+  Placement placement() const override { return placement_; }
+  ControlChannel& control() override { return *channel_; }
+  std::unique_ptr<Backend> host_backend(const Clock* clock, const Config& config) override;
+  std::unique_ptr<Backend> device_backend(const Clock* clock, const Config& config,
+                                          std::function<void()> wake) override;
+  std::string check_device(int device) const override;
+  bool handles_signals() const override { return true; }
+
+ private:
+  MPI_Comm control_ = MPI_COMM_NULL;  // negotiation messages
+  MPI_Comm data_ = MPI_COMM_NULL;     // the collectives themselves
+  Placement placement_;
+  std::unique_ptr<MpiChannel> channel_;
+};
+
+}  // namespace ranktime

@@ -1,0 +1,52 @@
+// Config from the environment, through the settings table (see config.h, settings.h).
+#include "core/config.h"
+
+#include <cstdlib>
+
+#include "core/settings.h"
+
+namespace ranktime {
+
+const char* log_level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::kTrace:
+      return "trace";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+  }
+  return "?";
+}
+
+Config::Config() {
+  for (const Setting& s : settings()) s.parse(s.default_text, this);
+}
+
+Config parse_config(const EnvLookup& lookup) {
+  Config c;
+  for (const Setting& s : settings()) {
+    if (auto v = lookup(s.variable)) s.parse(*v, &c);
+  }
+  return c;
+}
+
+Config config_from_environment() {
+  return parse_config([](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  });
+}
+
+std::vector<std::pair<std::string, std::string>> Config::describe() const {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const Setting& s : settings()) pairs.emplace_back(s.variable, s.show(*this));
+  return pairs;
+}
+
+}  // namespace ranktime

@@ -1,0 +1,55 @@
+// Runtime configuration: one field per environment variable ranktime reads, parsed once, at
+// init(). The variables themselves, their defaults, parsers and reasons are the rows of the
+// settings table (core/settings.cc); a malformed value is an error naming the variable and the
+// value.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ranktime {
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError };
+
+struct Config {
+  Config();  // every setting at its default
+
+  std::string timeline_filename;
+  bool timeline_mark_cycles;
+  bool timeline_all_ranks;
+  int64_t fusion_threshold;
+  int64_t fusion_max_tensor;
+  int64_t allreduce_chunk;
+  double cycle_time_ms;
+  double stall_warning_s;
+  double stall_shutdown_s;
+  double peer_timeout_s;
+  double straggler_threshold_ms;
+  double straggler_warning_interval_s;
+  LogLevel log_level;
+  int64_t test_clock_skew_us;
+  bool hierarchical_allreduce;
+
+  // The settings as (variable, value) pairs, for the timeline's run metadata and debug logs.
+  std::vector<std::pair<std::string, std::string>> describe() const;
+};
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads the configuration through `lookup` (getenv in production, a map in tests).
+// Throws ConfigError naming the variable and value on malformed input.
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+Config parse_config(const EnvLookup& lookup);
+Config config_from_environment();
+
+const char* log_level_name(LogLevel level);
+
+}  // namespace ranktime

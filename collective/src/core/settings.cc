@@ -1,0 +1,203 @@
+// The settings table (see settings.h) and the parsers its field types use.
+#include "core/settings.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace ranktime {
+namespace {
+
+[[noreturn]] void fail(const char* name, const std::string& value, const char* expected) {
+  throw ConfigError(std::string(name) + "='" + value + "' is not valid: expected " + expected);
+}
+
+bool parse_bool(const char* name, const std::string& v) {
+  if (v == "1" || v == "true" || v == "TRUE" || v == "True" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "FALSE" || v == "False" || v == "no" || v == "off")
+    return false;
+  fail(name, v, "1/0, true/false, yes/no or on/off");
+}
+
+double parse_number(const char* name, const std::string& v, double min, bool min_inclusive,
+                    const char* expected) {
+  char* end = nullptr;
+  errno = 0;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || errno != 0 || !std::isfinite(x) ||
+      (min_inclusive ? x < min : x <= min)) {
+    fail(name, v, expected);
+  }
+  return x;
+}
+
+int64_t parse_int(const char* name, const std::string& v, int64_t min, const char* expected) {
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || end != v.c_str() + v.size() || errno != 0 || x < min) fail(name, v, expected);
+  return x;
+}
+
+LogLevel parse_log_level(const char* name, const std::string& v) {
+  for (auto level : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
+                     LogLevel::kError}) {
+    if (v == log_level_name(level)) return level;
+  }
+  if (v == "warn") return LogLevel::kWarning;
+  fail(name, v, "one of trace, debug, info, warning, error");
+}
+
+// Shortest text that parses back to the same double.
+std::string number_text(double x) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), x);
+  return std::string(buf, ec == std::errc() ? end : buf);
+}
+
+// Overloads for std::visit.
+template <typename... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <typename... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+std::vector<Setting> make_settings() {
+  using F = FlagForm;
+  // Rows in describe() order: append new variables anywhere, but never reorder these (the order
+  // is in every trace's run metadata).
+  return {
+      Setting("TIMELINE_FILENAME", &Config::timeline_filename, "",
+              "rank 0 writes the timeline here; empty: off")
+          .run_flag("--timeline-filename", F::kPath, "write the timeline here"),
+      Setting("TIMELINE_MARK_CYCLES", &Config::timeline_mark_cycles, "0",
+              "a CYCLE_START instant per coordination cycle")
+          .run_switch("--timeline-mark-cycles", "1", "cycle-start markers"),
+      Setting("TIMELINE_ALL_RANKS", &Config::timeline_all_ranks, "1",
+              "every rank's processing lanes in the timeline (Horovod keeps rank 0's only)")
+          .run_switch("--no-timeline-all-ranks", "0", "keep rank 0's processing lanes only"),
+      // 64 MiB keeps a whole ResNet-50 step's small tensors in a handful of batches.
+      Setting("RANKTIME_FUSION_THRESHOLD", &Config::fusion_threshold, "67108864",
+              "bytes one fused batch may hold; 0 disables fusion")
+          .at_least(0, "a byte count >= 0")
+          .run_flag("--fusion-threshold-mb", F::kMebibytes,
+                    "fusion buffer in MiB, 0 disables fusion"),
+      // Copying a large tensor costs more than the per-call latency fusion would save, and one
+      // huge packed buffer is slower in Open MPI than its parts (see docs/benchmarks.md).
+      Setting("RANKTIME_FUSION_MAX_TENSOR", &Config::fusion_max_tensor, "1048576",
+              "tensors of at least this many bytes are reduced in place, unfused")
+          .at_least(0, "a byte count >= 0"),
+      // Open MPI allocates a temporary as large as the call on every call; at a few MiB the
+      // allocator reuses it, at tens of MiB it maps fresh pages every time, and the page faults
+      // more than double the time (see docs/benchmarks.md).
+      Setting("RANKTIME_ALLREDUCE_CHUNK", &Config::allreduce_chunk, "4194304",
+              "the most bytes one MPI_Allreduce call reduces; 0: one call")
+          .at_least(0, "a byte count >= 0"),
+      Setting("RANKTIME_CYCLE_TIME_MS", &Config::cycle_time_ms, "5", "longest wait between cycles")
+          .above(0, "milliseconds > 0")
+          .run_flag("--cycle-time-ms", F::kValue),
+      Setting("RANKTIME_STALL_WARNING_S", &Config::stall_warning_s, "60",
+              "warn about ranks that have not submitted")
+          .above(0, "seconds > 0")
+          .run_flag("--stall-check-warning-time-seconds", F::kValue),
+      Setting("RANKTIME_STALL_SHUTDOWN_S", &Config::stall_shutdown_s, "0",
+              "fail instead of hanging (0: never)")
+          .at_least(0, "seconds >= 0")
+          .run_flag("--stall-check-shutdown-time-seconds", F::kValue, "fail instead of hanging"),
+      // Heartbeats go every second (or a quarter of the timeout): a silent peer died or hangs.
+      Setting("RANKTIME_PEER_TIMEOUT_S", &Config::peer_timeout_s, "60",
+              "fail every operation when a rank has been silent this long, e.g. died; 0 waits "
+              "forever")
+          .at_least(0, "seconds >= 0")
+          .run_flag("--peer-timeout-seconds", F::kValue),
+      // 5 ms is well above scheduling noise.
+      Setting("RANKTIME_STRAGGLER_THRESHOLD_MS", &Config::straggler_threshold_ms, "5",
+              "warn when one rank is last in most negotiations with at least this median lag "
+              "(0: never)")
+          .at_least(0, "milliseconds >= 0"),
+      Setting("RANKTIME_STRAGGLER_WARNING_INTERVAL_S", &Config::straggler_warning_interval_s, "60",
+              "at most one straggler warning per this many seconds")
+          .at_least(0, "seconds >= 0"),
+      Setting("RANKTIME_LOG_LEVEL", &Config::log_level, "warning",
+              "trace, debug, info, warning or error")
+          .run_flag("--log-level", F::kValue),
+      Setting("RANKTIME_TEST_CLOCK_SKEW_US", &Config::test_clock_skew_us, "0",
+              "testing aid: shifts this process's clock")
+          .at_least(INT64_MIN / 2, "an integer number of microseconds"),
+      Setting("RANKTIME_HIERARCHICAL_ALLREDUCE", &Config::hierarchical_allreduce, "0",
+              "GPU path: allreduce within each node, then across nodes"),
+  };
+}
+
+}  // namespace
+
+Setting::Setting(const char* variable_name, SettingField setting_field, const char* default_value,
+                 const char* one_line_why)
+    : variable(variable_name),
+      field(setting_field),
+      default_text(default_value),
+      why(one_line_why) {}
+
+Setting& Setting::at_least(int64_t min, const char* expected_text) {
+  bound = min;
+  bound_allowed = true;
+  expected = expected_text;
+  return *this;
+}
+
+Setting& Setting::above(int64_t min, const char* expected_text) {
+  bound = min;
+  bound_allowed = false;
+  expected = expected_text;
+  return *this;
+}
+
+Setting& Setting::run_flag(const char* flag_name, FlagForm form, const char* help) {
+  flag = flag_name;
+  flag_form = form;
+  flag_help = help ? help : why;
+  return *this;
+}
+
+Setting& Setting::run_switch(const char* flag_name, const char* value, const char* help) {
+  run_flag(flag_name, FlagForm::kSwitch, help);
+  switch_value = value;
+  return *this;
+}
+
+void Setting::parse(const std::string& text, Config* config) const {
+  std::visit(Overloaded{
+                 [&](std::string Config::*f) { config->*f = text; },
+                 [&](bool Config::*f) { config->*f = parse_bool(variable, text); },
+                 [&](int64_t Config::*f) {
+                   // Integers take no exclusive bound (none needs one).
+                   config->*f = parse_int(variable, text, bound, expected);
+                 },
+                 [&](double Config::*f) {
+                   config->*f = parse_number(variable, text, static_cast<double>(bound),
+                                             bound_allowed, expected);
+                 },
+                 [&](LogLevel Config::*f) { config->*f = parse_log_level(variable, text); },
+             },
+             field);
+}
+
+std::string Setting::show(const Config& config) const {
+  return std::visit(Overloaded{
+                        [&](std::string Config::*f) { return config.*f; },
+                        [&](bool Config::*f) { return std::string(config.*f ? "1" : "0"); },
+                        [&](int64_t Config::*f) { return std::to_string(config.*f); },
+                        [&](double Config::*f) { return number_text(config.*f); },
+                        [&](LogLevel Config::*f) { return std::string(log_level_name(config.*f)); },
+                    },
+                    field);
+}
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table = make_settings();
+  return table;
+}
+
+}  // namespace ranktime

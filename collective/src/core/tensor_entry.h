@@ -1,0 +1,56 @@
+// A submitted tensor as the background loop sees it, and the completion state behind a Handle.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/message.h"
+#include "ranktime/ranktime.h"
+#include "ranktime/timeline/record.h"
+
+namespace ranktime {
+namespace detail {
+
+struct HandleState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  std::vector<std::byte> output;  // allgather result
+  std::vector<int64_t> output_shape;
+
+  void complete(Status s) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (done) return;
+      status = std::move(s);
+      done = true;
+    }
+    cv.notify_all();
+  }
+};
+
+}  // namespace detail
+
+struct TensorEntry {
+  Request request;  // ready_ns on this rank's clock
+  TensorView view;
+  std::shared_ptr<detail::HandleState> handle;
+};
+
+// Sub-phase timings of one executed response, on this rank's clock, in execution order.
+struct PhaseLog {
+  struct Span {
+    timeline::Phase phase;
+    int64_t begin_ns, end_ns;
+  };
+  std::vector<Span> spans;
+  void clear() { spans.clear(); }
+  void add(timeline::Phase phase, int64_t begin_ns, int64_t end_ns) {
+    spans.push_back({phase, begin_ns, end_ns});
+  }
+};
+
+}  // namespace ranktime

@@ -1,0 +1,49 @@
+// Rank 0's look at the job: the lateness statistics of every finished negotiation (which user
+// threads read through ranktime::lateness()), and, at most once a second while work is pending,
+// tensors some ranks submitted long ago and others never did (stalls: a warning, or a shutdown
+// after RANKTIME_STALL_SHUTDOWN_S), the rank that is persistently last (a straggler warning), and
+// the lateness counters in the timeline.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/config.h"
+#include "inspection/lateness.h"
+#include "negotiation/coordinator.h"
+#include "recording/timeline_recorder.h"
+
+namespace ranktime {
+
+class Inspector {
+ public:
+  // `hostnames`: per rank, for messages (outlives this).
+  Inspector(int size, const Config& config, const std::vector<std::string>* hostnames);
+
+  // Background thread: negotiations finished in one cycle.
+  void add(const std::vector<Negotiation>& done);
+  // Any thread: per-rank lateness statistics.
+  std::vector<RankLateness> lateness() const;
+
+  bool due(int64_t now_ns) const;
+  // Looks at `coordinator`'s pending tensors and the lateness statistics, logs, and records
+  // instants and counters. Returns the shutdown reason when stalls have lasted past
+  // RANKTIME_STALL_SHUTDOWN_S.
+  std::optional<std::string> inspect(int64_t now_ns, const Coordinator& coordinator,
+                                     TimelineRecorder* timeline);
+
+ private:
+  const Config& config_;
+  const std::vector<std::string>* hostnames_;
+  mutable std::mutex lateness_mutex_;  // lateness_ is read by user threads
+  LatenessTracker lateness_;
+  int64_t last_inspect_ns_ = 0;
+  int64_t last_straggler_warning_ns_ = INT64_MIN / 2;
+  std::unordered_set<std::string> stall_warned_;  // tensors already warned about
+};
+
+}  // namespace ranktime

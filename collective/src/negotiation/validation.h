@@ -1,0 +1,28 @@
+// Request validation: a submission checked on its own rank (check_tensor_view), and one tensor's
+// requests checked against each other on rank 0 (validate_requests). Pure: no MPI, no clock.
+// Errors name the tensor, what differs and each rank's value; they fail that tensor on every rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/message.h"
+
+namespace ranktime {
+
+// "[2,3]".
+std::string shape_text(const std::vector<int64_t>& shape);
+
+// A tensor's local problems (invalid dtype, shape, null or misaligned data); "" when fine. The
+// device is checked elsewhere (whether this build and host have a GPU backend).
+std::string check_tensor_view(const TensorView& view);
+
+// Checks that every rank's request for one tensor agrees. Returns "" or a message naming the
+// tensor, the field that differs and each rank's value.
+std::string validate_requests(const std::vector<Request>& by_rank);
+
+// Byte size of a request's tensor on the submitting rank.
+int64_t request_bytes(const Request& request);
+
+}  // namespace ranktime

@@ -1,0 +1,318 @@
+// Builds timeline records from the runtime's events (see timeline_recorder.h).
+#include "recording/timeline_recorder.h"
+
+#include <algorithm>
+
+#include "core/log.h"
+
+namespace ranktime {
+namespace {
+
+using timeline::Phase;
+using timeline::Record;
+using timeline::RecordKind;
+
+// Outbox bound on non-zero ranks: records beyond it are dropped (and counted) rather than
+// growing memory when rank 0 cannot take them.
+constexpr size_t kOutboxCapacity = size_t{1} << 16;
+
+Phase op_phase(OpType op) {
+  switch (op) {
+    case OpType::kAllgather:
+      return Phase::kAllgather;
+    case OpType::kBroadcast:
+      return Phase::kBroadcast;
+    case OpType::kBarrier:
+      return Phase::kBarrier;
+    default:
+      return Phase::kAllreduce;
+  }
+}
+
+Phase negotiate_phase(OpType op) {
+  switch (op) {
+    case OpType::kAllgather:
+      return Phase::kNegotiateAllgather;
+    case OpType::kBroadcast:
+      return Phase::kNegotiateBroadcast;
+    case OpType::kBarrier:
+      return Phase::kNegotiateBarrier;
+    default:
+      return Phase::kNegotiateAllreduce;
+  }
+}
+
+}  // namespace
+
+TimelineRecorder::TimelineRecorder(int rank, int size) : rank_(rank), size_(size) {
+  ticks_.reserve(size);
+}
+
+TimelineRecorder::~TimelineRecorder() { stop(); }
+
+Status TimelineRecorder::start(const std::string& path, bool mark_cycles, bool all_ranks,
+                               const timeline::RunMetadata& metadata) {
+  stop();
+  mark_cycles_ = mark_cycles;
+  all_ranks_ = all_ranks;
+  if (rank_ != 0) {
+    on_ = true;
+    return Status::Ok();
+  }
+  timeline::TraceWriterOptions options;
+  options.path = path;
+  options.on_error = [](const std::string& message) {
+    RANKTIME_LOG(kError, message << "; training continues without the timeline");
+  };
+  std::string error;
+  auto writer = timeline::TraceWriter::open(options, metadata, strings_, &error);
+  {
+    std::lock_guard<std::mutex> lock(writer_mutex_);
+    writer_ = std::move(writer);
+  }
+  if (!writer_) {
+    RANKTIME_LOG(kError, error << "; training continues without the timeline");
+    return Status::Error(error);
+  }
+  timeline::install_signal_flush();
+  on_ = true;
+  return Status::Ok();
+}
+
+void TimelineRecorder::stop() {
+  on_ = false;
+  outbox_.clear();
+  std::lock_guard<std::mutex> lock(writer_mutex_);
+  if (writer_) {
+    writer_->close();
+    writer_.reset();
+  }
+}
+
+void TimelineRecorder::emit(const Record& r) { emit(&r, 1); }
+
+void TimelineRecorder::emit(const Record* records, size_t n) {
+  if (writer_) {
+    writer_->push(records, n);
+    return;
+  }
+  const size_t kept = std::min(n, kOutboxCapacity - std::min(kOutboxCapacity, outbox_.size()));
+  outbox_.insert(outbox_.end(), records, records + kept);
+  outbox_dropped_ += n - kept;
+}
+
+void TimelineRecorder::negotiations(const std::vector<Negotiation>& done, int64_t known_ns) {
+  if (!on_ || done.empty()) return;
+  batch_.clear();
+  for (const Negotiation& n : done) add_negotiation(n, known_ns);
+  emit(batch_.data(), batch_.size());
+}
+
+void TimelineRecorder::add_negotiation(const Negotiation& n, int64_t known_ns) {
+  if (last_negotiation_end_.size() <= n.tensor_id) last_negotiation_end_.resize(n.tensor_id + 1, 0);
+  ticks_.clear();
+  for (int r = 0; r < static_cast<int>(n.ready_ns.size()); ++r)
+    ticks_.emplace_back(n.ready_ns[r], r);
+  std::sort(ticks_.begin(), ticks_.end());
+  // The slice lies in [end of this tensor's previous negotiation, known_ns], the ticks in the
+  // slice: clock-offset uncertainty must not break the nesting of the negotiate lane.
+  const int64_t first = ticks_.front().first;
+  Record r;
+  r.tensor = n.tensor_id;
+  r.phase = negotiate_phase(n.op);
+  r.ts_ns = std::min(std::max(first, last_negotiation_end_[n.tensor_id]), known_ns);
+  r.end_ns = std::max(known_ns, r.ts_ns);
+  const uint32_t error = n.error.empty() ? 0 : strings_.intern(n.error);
+  if (ticks_.size() <= static_cast<size_t>(timeline::kMaxInlineTicks)) {
+    // One record; the writer places the ticks (see NegotiationArgs).
+    r.kind = RecordKind::kNegotiation;
+    auto& args = r.args.negotiation;
+    args.error_string = error;
+    args.ticks = static_cast<uint16_t>(ticks_.size());
+    for (size_t i = 0; i < ticks_.size(); ++i) {
+      args.ready_ns[i] = ticks_[i].first;
+      args.rank[i] = ticks_[i].second;
+    }
+    batch_.push_back(r);
+    last_negotiation_end_[n.tensor_id] = r.end_ns;
+    return;
+  }
+  const int64_t end_ns = r.end_ns;
+  r.end_ns = 0;
+  r.kind = RecordKind::kNegotiateBegin;
+  batch_.push_back(r);
+  for (const auto& [t, rank] : ticks_) {
+    Record tick;
+    tick.tensor = n.tensor_id;
+    tick.kind = RecordKind::kTick;
+    tick.phase = r.phase;
+    tick.ts_ns = timeline::tick_ns(t, r.ts_ns, end_ns);
+    tick.args.tick.rank = rank;
+    tick.args.tick.lag_ns = t - first;
+    batch_.push_back(tick);
+  }
+  Record end = r;
+  end.kind = RecordKind::kNegotiateEnd;
+  end.ts_ns = end_ns;
+  end.args.negotiate.last_rank = ticks_.back().second;
+  end.args.negotiate.spread_ns = ticks_.back().first - first;
+  end.args.negotiate.error_string = error;
+  batch_.push_back(end);
+  last_negotiation_end_[n.tensor_id] = end.ts_ns;
+}
+
+void TimelineRecorder::cycle(int64_t cycle, int64_t now_ns) {
+  if (!mark_cycles()) return;
+  Record r;
+  r.kind = RecordKind::kCycle;
+  r.ts_ns = now_ns;
+  r.args.cycle.cycle = cycle;
+  emit(r);
+}
+
+void TimelineRecorder::close_from_any_thread() {
+  std::lock_guard<std::mutex> lock(writer_mutex_);
+  if (writer_) writer_->close();
+}
+
+Record TimelineRecorder::instant_record(const std::string& name, const std::string& message,
+                                        int64_t now_ns) {
+  Record r;
+  r.kind = RecordKind::kInstant;
+  r.ts_ns = now_ns;
+  r.args.instant.name_string = strings_.intern(name);
+  r.args.instant.message_string = strings_.intern(message);
+  return r;
+}
+
+void TimelineRecorder::instant(const std::string& name, const std::string& message,
+                               int64_t now_ns) {
+  if (!on_ || rank_ != 0) return;
+  emit(instant_record(name, message, now_ns));
+}
+
+void TimelineRecorder::instant_from_any_thread(const std::string& name, const std::string& message,
+                                               int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(writer_mutex_);
+  if (writer_) writer_->push(instant_record(name, message, now_ns));
+}
+
+void TimelineRecorder::counter(const char* name, int series, double value, int64_t now_ns) {
+  if (!on_ || rank_ != 0) return;
+  Record r;
+  r.kind = RecordKind::kCounter;
+  r.ts_ns = now_ns;
+  r.args.counter.name_string = strings_.intern(name);
+  r.args.counter.series = series;
+  r.args.counter.value = value;
+  emit(r);
+}
+
+void TimelineRecorder::processed(const Response& response, const std::vector<TensorEntry*>& entries,
+                                 int64_t arrival_ns, int64_t start_ns, int64_t end_ns,
+                                 const PhaseLog& log, const Status& status,
+                                 const std::vector<PhaseLog>* entry_logs) {
+  if (!lanes_on()) return;
+  const uint32_t error = status.ok() ? 0 : strings_.intern(status.message());
+  const auto fused = static_cast<uint16_t>(std::min<size_t>(entries.size(), 65535));
+  const auto op_args = [&](size_t i) {
+    const TensorView& v = entries[i]->view;
+    timeline::OpArgs op{};
+    op.dtype = static_cast<uint8_t>(v.dtype);
+    op.ndim = static_cast<uint8_t>(std::min<size_t>(v.shape.size(), 255));
+    op.fused_tensors = fused;
+    op.bytes = static_cast<int64_t>(v.num_bytes());
+    for (size_t d = 0; d < v.shape.size() && d < timeline::kMaxInlineDims; ++d)
+      op.dims[d] = v.shape[d];
+    return op;
+  };
+  batch_.clear();
+  Record r;
+  r.rank = static_cast<int16_t>(rank_);
+  r.phase = op_phase(response.op);
+  if (entry_logs == nullptr) {
+    // One batch: a header, its sub-phases, then one record per tensor (expanded by the writer).
+    r.kind = RecordKind::kBatch;
+    r.ts_ns = arrival_ns;
+    r.end_ns = end_ns;
+    r.args.batch.spans = static_cast<uint16_t>(log.spans.size());
+    r.args.batch.fused_tensors = fused;
+    r.args.batch.error_string = error;
+    r.args.batch.start_ns = start_ns;
+    batch_.push_back(r);
+    for (const PhaseLog::Span& s : log.spans) {
+      Record span;
+      span.rank = r.rank;
+      span.kind = RecordKind::kBatchSpan;
+      span.phase = s.phase;
+      span.ts_ns = s.begin_ns;
+      span.end_ns = s.end_ns;
+      batch_.push_back(span);
+    }
+    r.kind = RecordKind::kBatchTensor;
+    r.ts_ns = r.end_ns = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      r.tensor = response.tensor_ids[i];
+      r.args.op = op_args(i);
+      batch_.push_back(r);
+    }
+    emit(batch_.data(), batch_.size());
+    return;
+  }
+  // The GPU path timed the tensors of a batch apart: each tensor's own slice and sub-phases.
+  for (size_t i = 0; i < entries.size(); ++i) {
+    r.tensor = response.tensor_ids[i];
+    r.kind = RecordKind::kOpBegin;
+    r.ts_ns = arrival_ns;
+    r.args.op = op_args(i);
+    batch_.push_back(r);
+    Record span = r;
+    span.kind = RecordKind::kSpan;
+    span.args = {};
+    span.phase = Phase::kQueue;
+    span.ts_ns = arrival_ns;
+    span.end_ns = start_ns;
+    batch_.push_back(span);
+    for (const PhaseLog::Span& s : i < entry_logs->size() ? (*entry_logs)[i].spans : log.spans) {
+      span.phase = s.phase;
+      span.ts_ns = s.begin_ns;
+      span.end_ns = s.end_ns;
+      batch_.push_back(span);
+    }
+    Record end = r;
+    end.kind = RecordKind::kOpEnd;
+    end.ts_ns = end_ns;
+    end.args.op.error_string = error;
+    batch_.push_back(end);
+  }
+  emit(batch_.data(), batch_.size());
+}
+
+void TimelineRecorder::ingest(std::vector<Record>* records, const OffsetEstimator& offset) {
+  if (!writer_) return;
+  for (Record& r : *records) {
+    r.ts_ns = offset.to_rank0(r.ts_ns);
+    if (timeline::has_end_ns(r.kind)) r.end_ns = offset.to_rank0(r.end_ns);
+    if (r.kind == RecordKind::kBatch)
+      r.args.batch.start_ns = offset.to_rank0(r.args.batch.start_ns);
+  }
+  writer_->push(records->data(), records->size());  // one lock per batch
+}
+
+std::vector<Record> TimelineRecorder::take_outbox() {
+  std::vector<Record> out;
+  out.swap(outbox_);
+  outbox_.reserve(std::min<size_t>(out.capacity(), kOutboxCapacity));
+  return out;
+}
+
+void TimelineRecorder::set_clock_offsets(std::vector<double> offsets_us,
+                                         std::vector<double> uncertainty_us) {
+  if (writer_) writer_->set_clock_offsets(std::move(offsets_us), std::move(uncertainty_us));
+}
+
+uint64_t TimelineRecorder::dropped() const {
+  return outbox_dropped_ + (writer_ ? writer_->dropped() : 0);
+}
+
+}  // namespace ranktime

@@ -1,0 +1,104 @@
+// The collective side of the timeline: turns negotiations, executed responses and cycles into
+// timeline Records. On rank 0 they go to the TraceWriter; on other ranks they wait in an outbox
+// that the background loop ships to rank 0 with its next message.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/tensor_entry.h"
+#include "negotiation/coordinator.h"
+#include "ranktime/timeline/trace_writer.h"
+
+namespace ranktime {
+
+// Tensor ids are the timeline's string ids: the writer resolves a record's tensor by its id.
+class StringTableIds final : public TensorIds {
+ public:
+  explicit StringTableIds(timeline::StringTable* table) : table_(table) {}
+  uint32_t id_of(std::string_view name) override { return table_->intern(name); }
+
+ private:
+  timeline::StringTable* table_;
+};
+
+class TimelineRecorder {
+ public:
+  TimelineRecorder(int rank, int size);
+  ~TimelineRecorder();
+
+  // Ids of tensor names in this recorder's string table: rank 0's Coordinator assigns them.
+  TensorIds& tensor_ids() { return tensor_ids_; }
+
+  // Starts recording (a new file on rank 0). `metadata` is used on rank 0 only.
+  Status start(const std::string& path, bool mark_cycles, bool all_ranks,
+               const timeline::RunMetadata& metadata);
+  // Stops recording; rank 0 closes its file (call once other ranks' last records are in).
+  void stop();
+
+  bool on() const { return on_; }
+  bool mark_cycles() const { return on_ && mark_cycles_; }
+  // Whether this rank records its processing lanes.
+  bool lanes_on() const { return on_ && (rank_ == 0 || all_ranks_); }
+
+  // Rank 0: negotiations finished in one cycle, known complete at `known_ns` (one push).
+  void negotiations(const std::vector<Negotiation>& done, int64_t known_ns);
+  void cycle(int64_t cycle, int64_t now_ns);
+  void instant(const std::string& name, const std::string& message, int64_t now_ns);
+  // Rank 0, from any thread (the signal watcher, the peer watchdog), even while the background
+  // loop is blocked in a collective: an instant event, if a file is open.
+  void instant_from_any_thread(const std::string& name, const std::string& message, int64_t now_ns);
+  // Rank 0, from any thread: completes the file (what was pushed, the closing metadata and
+  // bracket) while the background loop is stuck; later records are dropped.
+  void close_from_any_thread();
+  // Rank 0: one sample of counter track `name`, series `series` (written as "rank <series>").
+  void counter(const char* name, int series, double value, int64_t now_ns);
+  // This rank executed `response` for `entries`: the response arrived at `arrival_ns`,
+  // execution ran from `start_ns` to `end_ns` with the sub-phases in `log` (or, per tensor, in
+  // (*entry_logs)[i] when the GPU path timed tensors of a batch apart).
+  void processed(const Response& response, const std::vector<TensorEntry*>& entries,
+                 int64_t arrival_ns, int64_t start_ns, int64_t end_ns, const PhaseLog& log,
+                 const Status& status, const std::vector<PhaseLog>* entry_logs = nullptr);
+  // Rank 0: records shipped by another rank, converted to rank 0's clock with `offset`.
+  // The records are converted in place.
+  void ingest(std::vector<timeline::Record>* records, const OffsetEstimator& offset);
+  // Other ranks: the records recorded since the last call.
+  std::vector<timeline::Record> take_outbox();
+  size_t outbox_size() const { return outbox_.size(); }
+  int64_t outbox_oldest_ns() const { return outbox_.empty() ? 0 : outbox_.front().ts_ns; }
+
+  void set_clock_offsets(std::vector<double> offsets_us, std::vector<double> uncertainty_us);
+  uint64_t dropped() const;
+
+ private:
+  void emit(const timeline::Record& r);
+  // In order, under one lock; what does not fit is dropped from the end (and counted).
+  void emit(const timeline::Record* records, size_t n);
+  timeline::Record instant_record(const std::string& name, const std::string& message,
+                                  int64_t now_ns);
+  // Appends the records of one negotiation to batch_.
+  void add_negotiation(const Negotiation& n, int64_t known_ns);
+
+  int rank_;
+  int size_;
+  bool on_ = false;
+  bool mark_cycles_ = false;
+  bool all_ranks_ = true;
+  timeline::StringTable strings_;
+  StringTableIds tensor_ids_{&strings_};
+  // Rank 0. Replaced only by the background thread, under writer_mutex_; other threads use it
+  // under the mutex, the background thread without.
+  std::unique_ptr<timeline::TraceWriter> writer_;
+  std::mutex writer_mutex_;
+  std::vector<timeline::Record> outbox_;  // other ranks
+  uint64_t outbox_dropped_ = 0;
+  std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
+  std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
+  std::vector<timeline::Record> batch_;         // scratch: one call's records
+};
+
+}  // namespace ranktime

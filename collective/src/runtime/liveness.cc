@@ -1,0 +1,135 @@
+// Heartbeats, silent peers and the collective watchdog (see liveness.h).
+#include "runtime/liveness.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/log.h"
+
+namespace ranktime {
+namespace {
+
+// Heartbeats go at least this often (a quarter of the peer timeout when that is shorter); peers
+// are checked at most this often.
+constexpr int64_t kHeartbeatIntervalNs = 1'000'000'000;
+constexpr int64_t kPeerCheckIntervalNs = 10'000'000;
+
+}  // namespace
+
+std::string seconds_text(int64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", ns / 1e9);
+  return text;
+}
+
+Liveness::Liveness(int rank, int size, double peer_timeout_s, const Clock* clock)
+    : rank_(rank), size_(size), clock_(clock) {
+  last_sent_ns_ = last_collective_ns_ = clock_->now_ns();
+  last_heard_ns_.assign(size_, last_sent_ns_);
+  lost_.assign(size_, 0);
+  if (peer_timeout_s > 0 && size_ > 1) {
+    timeout_ns_ = static_cast<int64_t>(peer_timeout_s * 1e9);
+    heartbeat_ns_ = std::max<int64_t>(1, std::min(kHeartbeatIntervalNs, timeout_ns_ / 4));
+  }
+}
+
+Liveness::~Liveness() { stop_watchdog(); }
+
+bool Liveness::heartbeat_due(int64_t now) const {
+  return enabled() && now - last_sent_ns_ >= heartbeat_ns_;
+}
+
+int64_t Liveness::silent_ns(int rank, int64_t now) const {
+  return now - std::max(last_heard_ns_[rank], last_collective_ns_);
+}
+
+std::string Liveness::timeout_setting() const {
+  return "RANKTIME_PEER_TIMEOUT_S=" + seconds_text(timeout_ns_);
+}
+
+std::optional<Liveness::Loss> Liveness::check(int64_t now,
+                                              const std::vector<std::string>& hostnames,
+                                              const std::vector<int64_t>& pids) {
+  if (!enabled() || now - last_check_ns_ < kPeerCheckIntervalNs) return std::nullopt;
+  last_check_ns_ = now;
+  if (rank_ != 0) {
+    if (silent_ns(0, now) <= timeout_ns_) return std::nullopt;
+    peer_lost_ = true;
+    Loss loss{0, "rank 0 has sent nothing for " + seconds_text(silent_ns(0, now)) + " s (" +
+                     timeout_setting() + "): it died or hangs"};
+    RANKTIME_LOG(kError, loss.reason);
+    return loss;
+  }
+  std::string lost;
+  int first_lost = -1;
+  for (int r = 1; r < size_; ++r) {
+    if (lost_[r] || silent_ns(r, now) <= timeout_ns_) continue;
+    lost_[r] = 1;
+    if (first_lost < 0) first_lost = r;
+    lost += (lost.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (host " +
+            hostnames[r] + ", pid " + std::to_string(pids[r]) + ") has sent nothing for " +
+            seconds_text(silent_ns(r, now)) + " s";
+  }
+  if (first_lost < 0) return std::nullopt;
+  peer_lost_ = true;
+  Loss loss{first_lost, lost + " (" + timeout_setting() + "): it died or hangs"};
+  RANKTIME_LOG(kError, loss.reason);
+  return loss;
+}
+
+void Liveness::start_watchdog(std::function<void(const std::string&, int64_t)> on_hang) {
+  if (!enabled()) return;
+  on_hang_ = std::move(on_hang);
+  watchdog_ = std::thread(&Liveness::watch, this);
+}
+
+void Liveness::stop_watchdog() {
+  if (!watchdog_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mutex_);
+    watchdog_stop_ = true;
+  }
+  watchdog_cv_.notify_one();
+  watchdog_.join();
+}
+
+void Liveness::executing(const Response* response) {
+  if (!enabled()) return;  // no watchdog reads it
+  std::lock_guard<std::mutex> lock(exec_mutex_);
+  executing_ = response;
+  executing_since_ns_ = response ? clock_->now_ns() : 0;
+}
+
+void Liveness::watch() {
+  std::unique_lock<std::mutex> lock(watchdog_mutex_);
+  while (!watchdog_stop_) {
+    watchdog_cv_.wait_for(lock, std::chrono::nanoseconds(heartbeat_ns_),
+                          [&] { return watchdog_stop_; });
+    if (watchdog_stop_) return;
+    std::string what;
+    int64_t now = 0, stuck_ns = 0;
+    {
+      std::lock_guard<std::mutex> exec(exec_mutex_);
+      now = clock_->now_ns();
+      stuck_ns = now - executing_since_ns_;
+      if (executing_ == nullptr || stuck_ns <= timeout_ns_) continue;
+      const Response& r = *executing_;
+      what = std::string(op_type_name(r.op));
+      if (!r.names.empty()) what += " of '" + r.names.front() + "'";
+      if (r.names.size() > 1) {
+        what += " (and " + std::to_string(r.names.size() - 1) + " tensor(s) fused with it)";
+      }
+    }
+    hung_ = true;
+    peer_lost_ = true;
+    const std::string reason = "rank " + std::to_string(rank_) + ": the " + what +
+                               " has not returned after " + seconds_text(stuck_ns) + " s (" +
+                               timeout_setting() +
+                               "): another rank probably died or hangs; ranktime has stopped";
+    RANKTIME_LOG(kError, reason);
+    on_hang_(reason, now);
+    return;
+  }
+}
+
+}  // namespace ranktime

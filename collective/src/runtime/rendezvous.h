@@ -1,0 +1,38 @@
+// Start-up, collective over the control channel, every rank in this order: who is who (host
+// names and process ids, for the run metadata and messages), the clock offsets (rank 0 runs
+// min-RTT ping-pongs with every rank), and rank 0's timeline settings for everyone (so that all
+// ranks agree on what to record and ship).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "runtime/control_channel.h"
+#include "runtime/world.h"
+
+namespace ranktime {
+
+// Rank 0: every rank's host name and pid; other ranks: empty.
+struct Peers {
+  std::vector<std::string> hostnames;
+  std::vector<int64_t> pids;
+};
+Peers gather_peers(ControlChannel& channel, const Placement& me);
+
+// One estimator per rank (rank 0's own is exact); offsets are measured on rank 0 only.
+std::vector<OffsetEstimator> sync_clocks(ControlChannel& channel, const Clock& clock);
+
+// Rank 0's timeline settings, as every rank learns them.
+struct TimelineSettings {
+  bool on = false;  // rank 0 has a TIMELINE_FILENAME
+  bool mark_cycles = false;
+  bool all_ranks = true;
+};
+TimelineSettings agree_timeline_settings(ControlChannel& channel, const Config& config);
+// Whether rank 0 opened its file (`opened` on rank 0), as every rank learns it.
+bool agree_timeline_opened(ControlChannel& channel, bool opened);
+
+}  // namespace ranktime

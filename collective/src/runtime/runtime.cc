@@ -1,0 +1,496 @@
+// One rank's runtime: start-up, the background loop, rank 0's and the workers' step, execution
+// and completion (see runtime.h for the protocol and a tensor's way through the rooms).
+#include "runtime/runtime.h"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/log.h"
+#include "core/wire.h"
+#include "runtime/rendezvous.h"
+
+namespace ranktime {
+namespace {
+
+// After any progress the loop polls without sleeping for this long: the next message of a
+// synchronous exchange usually arrives within it, and sleeping would add the timer's latency.
+constexpr std::chrono::nanoseconds kSpinAfterProgress = std::chrono::microseconds(30);
+// While something is in flight, the longest sleep between polls: bounds how late a straggler's
+// arrival is noticed. Idle ranks sleep up to RANKTIME_CYCLE_TIME_MS instead.
+constexpr std::chrono::nanoseconds kBusyPollCap = std::chrono::microseconds(200);
+constexpr std::chrono::nanoseconds kFirstSleep = std::chrono::microseconds(4);
+// Other ranks ship timeline records at least this often when they have nothing else to say.
+constexpr int64_t kRecordShipIntervalNs = 100'000'000;
+constexpr size_t kRecordShipBatch = 4096;
+constexpr double kFinalMessageTimeoutS = 30.0;
+
+}  // namespace
+
+Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
+    : config_(config),
+      clock_(config.test_clock_skew_us * 1000),
+      world_(std::move(world)),
+      channel_(&world_->control()),
+      placement_(world_->placement()) {
+  set_log_context(rank(), config_.log_level);
+  for (const auto& [name, value] : config_.describe()) RANKTIME_LOG(kDebug, name << "=" << value);
+
+  // Who is who, for the timeline's run metadata; then the clocks.
+  Peers peers = gather_peers(*channel_, placement_);
+  hostnames_ = std::move(peers.hostnames);
+  pids_ = std::move(peers.pids);
+  std::vector<OffsetEstimator> offsets = sync_clocks(*channel_, clock_);
+  if (rank() == 0) {
+    from_workers_ = std::make_unique<CoordinatorMessages>(channel_, &clock_, std::move(offsets));
+  } else {
+    to_rank0_ = std::make_unique<WorkerMessages>(channel_, &clock_);
+  }
+  start_ns_ = clock_.now_ns();
+  start_wall_us_ = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+
+  host_ = world_->host_backend(&clock_, config_);
+  device_ = world_->device_backend(&clock_, config_, [this] { queue_.wake_for_completions(); });
+  timeline_ = std::make_unique<TimelineRecorder>(rank(), size());
+  if (rank() == 0) {
+    coordinator_ = std::make_unique<Coordinator>(size(), &timeline_->tensor_ids());
+    inspector_ = std::make_unique<Inspector>(size(), config_, &hostnames_);
+  }
+  finals_.assign(size(), 0);
+  timeline_acks_.assign(size(), 0);
+
+  // Rank 0's timeline settings hold for everyone, so that all ranks agree on what to ship.
+  const TimelineSettings timeline = agree_timeline_settings(*channel_, config_);
+  timeline_all_ranks_ = timeline.all_ranks;
+  if (timeline.on) {
+    bool opened = true;
+    if (rank() == 0) {
+      opened = timeline_
+                   ->start(config_.timeline_filename, timeline.mark_cycles, timeline_all_ranks_,
+                           run_metadata(timeline.mark_cycles))
+                   .ok();
+    }
+    opened = agree_timeline_opened(*channel_, opened);
+    if (opened && rank() != 0) timeline_->start("", timeline.mark_cycles, timeline_all_ranks_, {});
+  }
+  if (world_->handles_signals()) {
+    signals_ = std::make_unique<SignalReport>(rank(), &queue_, timeline_.get(), &clock_);
+  }
+  liveness_ = std::make_unique<Liveness>(rank(), size(), config_.peer_timeout_s, &clock_);
+  liveness_->start_watchdog(
+      [this](const std::string& reason, int64_t now) { on_hang(reason, now); });
+  thread_ = std::thread(&Runtime::loop, this);
+}
+
+Runtime::~Runtime() {
+  signals_.reset();
+  shutdown();
+  if (hung()) return;  // the background thread still uses everything; the API leaks this object
+  device_.reset();
+  host_.reset();
+}
+
+timeline::RunMetadata Runtime::run_metadata(bool mark_cycles) const {
+  timeline::RunMetadata m;
+  m.ranks = size();
+  m.hostnames = hostnames_;
+  m.pids = pids_;
+  m.start_time_since_epoch_us = start_wall_us_;
+  m.start_ns = start_ns_;
+  m.config = config_.describe();
+  for (const auto& o : from_workers_->offsets()) {
+    m.clock_offsets_us.push_back(o.offset_ns() / 1e3);
+    m.clock_uncertainty_us.push_back(o.uncertainty_ns() / 1e3);
+  }
+  m.mark_cycles = mark_cycles;
+  m.all_ranks = timeline_all_ranks_;
+  return m;
+}
+
+Handle Runtime::submit(OpType op, const TensorView& view, const std::string& name,
+                       ReduceOp reduce_op, int root, std::string argument, uint8_t flags) {
+  std::string local_error;
+  auto entry = make_entry(
+      op, view, name, reduce_op, root, std::move(argument), flags,
+      [this](int device) { return world_->check_device(device); }, &local_error);
+  return queue_.submit(std::move(entry), local_error, clock_);
+}
+
+void Runtime::shutdown(const std::string& why) {
+  queue_.request_shutdown(why);
+  if (thread_.joinable()) {
+    std::unique_lock<std::mutex> lock(loop_mutex_);
+    loop_done_cv_.wait(lock, [&] { return loop_done_ || hung(); });
+    const bool done = loop_done_;
+    lock.unlock();
+    if (done) {
+      thread_.join();
+    } else {
+      thread_.detach();  // stuck in a collective that will never return
+    }
+  }
+  liveness_->stop_watchdog();
+}
+
+std::vector<RankLateness> Runtime::lateness() const {
+  if (rank() != 0) return {};
+  return inspector_->lateness();
+}
+
+void Runtime::on_hang(const std::string& reason, int64_t now) {
+  if (rank() == 0) {
+    timeline_->instant_from_any_thread("PEER_TIMEOUT", reason, now);
+    timeline_->close_from_any_thread();  // the background thread will not close it
+  }
+  queue_.fail_pending(reason);
+  {
+    std::lock_guard<std::mutex> done(loop_mutex_);  // shutdown() may be waiting for the loop
+  }
+  loop_done_cv_.notify_all();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Background loop
+
+void Runtime::loop() {
+  // Short sleeps must be short: the default 50 us timer slack would dominate them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  auto last_progress = std::chrono::steady_clock::now();
+  std::chrono::nanoseconds sleep{0};
+  std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
+  if (liveness_->heartbeat_ns() > 0) {
+    idle_cap = std::min(idle_cap, std::chrono::nanoseconds(liveness_->heartbeat_ns()));
+  }
+  while (!finished_) {
+    bool progressed = rank() == 0 ? coordinator_step() : worker_step();
+    progressed = deliver_device() || progressed;
+    if (!finished_) tend_peers();
+    if (finished_) break;
+    auto now = std::chrono::steady_clock::now();
+    if (progressed) {
+      last_progress = now;
+      sleep = std::chrono::nanoseconds(0);
+      continue;
+    }
+    channel_->reap_sends(false);
+    if (now - last_progress < kSpinAfterProgress) continue;
+    auto cap = busy() ? std::min(kBusyPollCap, idle_cap) : idle_cap;
+    sleep = std::min(cap, std::max(kFirstSleep, sleep * 2));
+    queue_.wait(sleep, shutdown_announced_);
+  }
+  // Sends to a lost rank may never complete: leave them.
+  if (!peer_lost()) channel_->reap_sends(true);
+  {
+    std::lock_guard<std::mutex> lock(loop_mutex_);
+    loop_done_ = true;
+  }
+  loop_done_cv_.notify_all();
+}
+
+bool Runtime::busy() const {
+  return !in_flight_.empty() || (coordinator_ && coordinator_->pending() > 0) ||
+         timeline_->outbox_size() > 0 || (device_ && device_->pending() > 0);
+}
+
+std::vector<Request> Runtime::take_submitted() {
+  std::vector<std::unique_ptr<TensorEntry>> batch;
+  queue_.take(&batch);
+  std::vector<Request> requests;
+  requests.reserve(batch.size());
+  for (auto& e : batch) {
+    requests.push_back(e->request);
+    std::string name = e->request.name;
+    in_flight_.emplace(std::move(name), std::move(e));
+  }
+  return requests;
+}
+
+bool Runtime::worker_step() {
+  bool progressed = false;
+  while (true) {
+    ResponseList list;
+    int64_t arrival = 0;
+    try {
+      if (!to_rank0_->receive(&list, &arrival)) break;
+    } catch (const WireError& e) {
+      RANKTIME_LOG(kError, "corrupt response list from rank 0: " << e.what());
+      fail_everything(std::string("corrupt response list from rank 0: ") + e.what());
+      finished_ = true;
+      return true;
+    }
+    liveness_->heard(0, arrival);
+    execute(list, arrival);
+    progressed = true;
+    if (finished_) return true;
+  }
+  std::vector<Request> requests = take_submitted();
+  const bool announce = !shutdown_announced_ && queue_.shutdown_requested(nullptr);
+  const size_t outbox = timeline_->outbox_size();
+  const bool records_due =
+      outbox > 0 && (outbox >= kRecordShipBatch ||
+                     clock_.now_ns() - timeline_->outbox_oldest_ns() > kRecordShipIntervalNs);
+  if (!requests.empty() || announce || records_due) {
+    shutdown_announced_ = shutdown_announced_ || announce;
+    send_worker_message(std::move(requests), false, false);
+    progressed = true;
+  }
+  return progressed;
+}
+
+bool Runtime::coordinator_step() {
+  bool progressed = false;
+  bool added = false;
+  while (receive_worker_message()) progressed = added = true;
+  for (Request& q : take_submitted()) {
+    coordinator_->add(0, std::move(q));
+    added = true;
+  }
+  std::string self_shutdown;
+  if (queue_.shutdown_requested(&self_shutdown)) {
+    request_shutdown_everywhere(0, "rank 0 " + self_shutdown);
+  }
+  int64_t now = clock_.now_ns();
+  ResponseList list;
+  if (added) {
+    negotiations_.clear();
+    list.responses = coordinator_->take_ready(
+        FusionOptions{config_.fusion_threshold, config_.fusion_max_tensor}, &negotiations_);
+    now = clock_.now_ns();
+    timeline_->negotiations(negotiations_, now);
+    inspector_->add(negotiations_);
+  }
+  if (inspector_->due(now) && busy()) {
+    if (auto reason = inspector_->inspect(now, *coordinator_, timeline_.get())) {
+      request_shutdown_everywhere(0, std::move(*reason));
+    }
+  }
+  const bool shutdown_now = shutdown_from_ >= 0;
+  if (list.responses.empty() && !shutdown_now) return progressed;
+
+  list.cycle = ++cycle_;
+  list.sent_ns = now;
+  list.shutdown = shutdown_now;
+  list.shutdown_reason = shutdown_reason_;
+  timeline_->cycle(cycle_, now);
+  broadcast(list);
+  execute(list, now);
+  return true;
+}
+
+void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
+  for (const Response& r : list.responses) {
+    entries_scratch_.clear();
+    for (const std::string& name : r.names) {
+      auto it = in_flight_.find(name);
+      if (it == in_flight_.end()) {
+        RANKTIME_LOG(kError,
+                     "rank 0 scheduled tensor '" << name << "', which this rank never submitted");
+        continue;
+      }
+      entries_scratch_.push_back(it->second.get());
+    }
+    if (entries_scratch_.size() != r.names.size()) {
+      for (TensorEntry* e : entries_scratch_) {
+        complete(e, Status::Error("tensor '" + e->request.name +
+                                  "': internal error: inconsistent response"));
+      }
+      continue;
+    }
+    if (r.op == OpType::kTimelineStart || r.op == OpType::kTimelineStop) {
+      execute_control(r, entries_scratch_);
+      continue;
+    }
+    if (!r.error.empty()) {
+      for (TensorEntry* e : entries_scratch_) complete(e, Status::Error(r.error));
+      continue;
+    }
+    Backend& backend = device_ && r.device != kCpuDevice ? *device_ : *host_;
+    if (!backend.completes_in_enqueue()) {
+      backend.enqueue(r, entries_scratch_, arrival_ns);  // completes later, on its own terms
+      continue;
+    }
+    liveness_->executing(&r);
+    backend.enqueue(r, entries_scratch_, arrival_ns);
+    liveness_->executing(nullptr);
+    liveness_->collective_done(clock_.now_ns());  // every rank was alive
+    deliver(backend);
+  }
+  if (!list.shutdown) return;
+  fail_everything("ranktime has shut down: " + list.shutdown_reason);
+  if (rank() == 0) {
+    await_workers(finals_, 1, kFinalMessageTimeoutS, "the final messages");
+    timeline_->stop();
+  } else {
+    send_worker_message({}, true, false);
+    channel_->reap_sends(true);
+    timeline_->stop();
+  }
+  finished_ = true;
+}
+
+void Runtime::execute_control(const Response& response, const std::vector<TensorEntry*>& entries) {
+  Status status;
+  if (response.op == OpType::kTimelineStart) {
+    if (rank() == 0) {
+      status = timeline_->start(response.argument, response.flags & 1, timeline_all_ranks_,
+                                run_metadata(response.flags & 1));
+    } else {
+      timeline_->start("", response.flags & 1, timeline_all_ranks_, {});
+    }
+  } else {
+    drain_backends();  // device work before the stop belongs in this file
+    if (rank() == 0) {
+      // Other ranks send their last records with the acknowledgement; close after they are in.
+      await_workers(timeline_acks_, ++timeline_stops_, kFinalMessageTimeoutS, "timeline records");
+    } else {
+      send_worker_message({}, false, true);
+    }
+    timeline_->stop();
+  }
+  for (TensorEntry* e : entries) complete(e, status);
+}
+
+bool Runtime::deliver(Backend& backend) {
+  bool any = false;
+  backend.take_completions([&](Completion& c) {
+    any = true;
+    timeline_->processed(c.response, c.entries, c.arrival_ns, c.start_ns, c.end_ns, c.log, c.status,
+                         c.per_tensor ? &c.entry_logs : nullptr);
+    for (TensorEntry* e : c.entries) complete(e, c.status);
+  });
+  return any;
+}
+
+bool Runtime::deliver_device(bool force) {
+  if (!device_) return false;
+  if (!queue_.take_completions_wake() && !force) return false;
+  return deliver(*device_);
+}
+
+void Runtime::drain_backends() {
+  // The host backend finishes inside enqueue(): only device work can be in flight.
+  if (!device_) return;
+  device_->drain();
+  deliver_device(true);
+}
+
+void Runtime::complete(TensorEntry* entry, const Status& status) {
+  auto handle = entry->handle;
+  const std::string name = entry->request.name;  // the entry dies with its map node
+  queue_.release(name);  // before waking the waiter: it may reuse the name at once
+  in_flight_.erase(name);
+  handle->complete(status);
+}
+
+void Runtime::fail_everything(const std::string& reason) {
+  drain_backends();
+  std::vector<std::unique_ptr<TensorEntry>> never_taken = queue_.stop(reason);
+  for (auto& e : never_taken)
+    e->handle->complete(Status::Error(reason + "; tensor '" + e->request.name + "' did not run"));
+  for (auto& [name, e] : in_flight_)
+    e->handle->complete(Status::Error(reason + "; tensor '" + name + "' did not run"));
+  in_flight_.clear();
+  if (coordinator_) coordinator_->drain();
+}
+
+void Runtime::request_shutdown_everywhere(int from_rank, std::string reason) {
+  if (shutdown_from_ >= 0) return;  // the first reason stands
+  shutdown_from_ = from_rank;
+  shutdown_reason_ = std::move(reason);
+}
+
+void Runtime::tend_peers() {
+  if (!liveness_->enabled()) return;
+  const int64_t now = clock_.now_ns();
+  if (liveness_->heartbeat_due(now)) {
+    if (rank() == 0) {
+      ResponseList list;  // nothing to execute: "rank 0 is alive" (and a clock sample)
+      list.cycle = cycle_;
+      list.sent_ns = now;
+      broadcast(list);
+    } else {
+      send_worker_message({}, false, false);
+    }
+  }
+  auto loss = liveness_->check(now, hostnames_, pids_);
+  if (!loss) return;
+  if (rank() != 0) {
+    fail_everything("ranktime has stopped: " + loss->reason);
+    finished_ = true;
+    return;
+  }
+  timeline_->instant("PEER_LOST", loss->reason, now);
+  request_shutdown_everywhere(loss->first_rank, loss->reason);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control messages
+
+void Runtime::send_worker_message(std::vector<Request> requests, bool final, bool timeline_ack) {
+  WorkerMessage m;
+  m.requests = std::move(requests);
+  m.records = timeline_->take_outbox();
+  m.shutdown = shutdown_announced_;
+  if (m.shutdown) queue_.shutdown_requested(&m.shutdown_why);
+  m.final = final;
+  m.timeline_ack = timeline_ack;
+  to_rank0_->send(&m);
+  liveness_->sent(clock_.now_ns());
+}
+
+void Runtime::broadcast(const ResponseList& list) {
+  if (size() == 1) return;
+  from_workers_->broadcast(list, liveness_->lost_ranks());
+  liveness_->sent(clock_.now_ns());
+}
+
+bool Runtime::receive_worker_message() {
+  int source = 0;
+  int64_t now = 0;
+  WorkerMessage* m = nullptr;
+  if (!from_workers_->receive(&source, &now, &m)) return false;
+  liveness_->heard(source, now);  // even a corrupt message says the rank is alive
+  if (m == nullptr) return true;
+  for (Request& q : m->requests) coordinator_->add(source, std::move(q));
+  if (!m->records.empty()) timeline_->ingest(&m->records, from_workers_->offset(source));
+  if (m->shutdown) {
+    request_shutdown_everywhere(
+        source, "rank " + std::to_string(source) + " " +
+                    (m->shutdown_why.empty() ? "called shutdown()" : m->shutdown_why));
+  }
+  if (m->final) ++finals_[source];
+  if (m->timeline_ack) ++timeline_acks_[source];
+  return true;
+}
+
+void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, double timeout_s,
+                            const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
+  std::chrono::microseconds sleep(1);
+  while (true) {
+    if (receive_worker_message()) {
+      sleep = std::chrono::microseconds(1);
+      continue;
+    }
+    tend_peers();  // a rank that died meanwhile is not waited for
+    std::string missing;
+    for (int r = 1; r < size(); ++r) {
+      if (liveness_->lost(r)) continue;
+      if (counts[r] < target) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+    }
+    if (missing.empty()) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      RANKTIME_LOG(kWarning, "gave up waiting for " << what << " from ranks " << missing);
+      return;
+    }
+    channel_->reap_sends(false);
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace ranktime

@@ -1,0 +1,150 @@
+// The runtime of one rank: the queue user threads submit to, and the background thread that
+// negotiates with rank 0, executes the agreed responses on a backend and completes the handles.
+//
+// Protocol (over the World's ControlChannel):
+//   other ranks -> rank 0: WorkerMessage when they have new requests, timeline records to ship,
+//                          or a shutdown to announce;
+//   rank 0 -> other ranks: ResponseList whenever tensors became ready on every rank.
+// Every rank executes every ResponseList, in the order rank 0 sent them.
+//
+// One tensor's way through the rooms: submit() -> SubmissionQueue (submission_queue.h) ->
+// worker_step() sends its Request -> rank 0's coordinator_step(): Coordinator
+// (negotiation/coordinator.h: validation, fusion plan) -> ResponseList back -> execute() ->
+// Backend::enqueue (backends/) -> deliver(): TimelineRecorder (recording/) and complete().
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/tensor_entry.h"
+#include "inspection/inspector.h"
+#include "negotiation/coordinator.h"
+#include "recording/timeline_recorder.h"
+#include "runtime/control_messages.h"
+#include "runtime/liveness.h"
+#include "runtime/signals.h"
+#include "runtime/submission_queue.h"
+#include "runtime/world.h"
+
+namespace ranktime {
+
+class Runtime {
+ public:
+  // Collective over the ranks of `world`: every rank constructs its Runtime at the same time.
+  Runtime(const Config& config, std::unique_ptr<World> world);
+  ~Runtime();  // shutdown()
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const { return placement_.rank; }
+  int size() const { return placement_.size; }
+  int local_rank() const { return placement_.local_rank; }
+  int local_size() const { return placement_.local_size; }
+
+  // Queues one request; never blocks on the network.
+  Handle submit(OpType op, const TensorView& view, const std::string& name,
+                ReduceOp reduce_op = ReduceOp::kSum, int root = 0, std::string argument = {},
+                uint8_t flags = 0);
+
+  // Announces shutdown to every rank (with `why`, e.g. "called shutdown()") and waits for the
+  // background thread to finish.
+  void shutdown(const std::string& why = "called shutdown()");
+
+  // Rank 0: per-rank lateness statistics; other ranks: empty.
+  std::vector<RankLateness> lateness() const;
+
+  // This runtime gave up on a peer (RANKTIME_PEER_TIMEOUT_S): a rank stopped sending heartbeats,
+  // or a collective never returned. MPI must then not be finalised (it would wait for the dead).
+  bool peer_lost() const { return liveness_->peer_lost(); }
+  // The background thread is stuck in a collective the watchdog gave up on: shutdown() returns
+  // without it, and the Runtime must be leaked, not destroyed (the thread still uses it).
+  bool hung() const { return liveness_->hung(); }
+
+ private:
+  // Background thread: the loop, rank 0's and the other ranks' step, execution and completion.
+  void loop();
+  bool coordinator_step();
+  bool worker_step();
+  void execute(const ResponseList& list, int64_t arrival_ns);
+  void complete(TensorEntry* entry, const Status& status);
+
+  void execute_control(const Response& response, const std::vector<TensorEntry*>& entries);
+  // Records and completes what `backend` has finished; true when there was anything.
+  bool deliver(Backend& backend);
+  // The device backend's completions, when it has woken the loop (or `force`).
+  bool deliver_device(bool force = false);
+  // Waits for all device work in flight and delivers it (before entries die or the file closes).
+  void drain_backends();
+  void fail_everything(const std::string& reason);
+  bool busy() const;
+  // Moves newly submitted entries into in_flight_; returns their requests.
+  std::vector<Request> take_submitted();
+  // Heartbeats and silent peers (RANKTIME_PEER_TIMEOUT_S).
+  void tend_peers();
+  void request_shutdown_everywhere(int from_rank, std::string reason);
+  // From the watchdog thread: the collective the background thread is in will not return.
+  void on_hang(const std::string& reason, int64_t now_ns);
+  timeline::RunMetadata run_metadata(bool mark_cycles) const;
+
+  // Control messages.
+  void send_worker_message(std::vector<Request> requests, bool final, bool timeline_ack);
+  // Rank 0: sends `list` to every other rank not lost.
+  void broadcast(const ResponseList& list);
+  // Rank 0: receives and handles one waiting worker message; false when none is waiting.
+  bool receive_worker_message();
+  // Rank 0: handles worker messages until every other rank's `counts` entry reaches `target`.
+  void await_workers(const std::vector<int64_t>& counts, int64_t target, double timeout_s,
+                     const char* what);
+
+  Config config_;
+  Clock clock_;
+  std::unique_ptr<World> world_;
+  ControlChannel* channel_;
+  Placement placement_;
+  int64_t start_ns_ = 0;
+  int64_t start_wall_us_ = 0;
+  std::vector<std::string> hostnames_;  // rank 0: per rank
+  std::vector<int64_t> pids_;           // rank 0: per rank
+
+  // Shared with user threads.
+  SubmissionQueue queue_;
+
+  // Owned by the background thread.
+  std::unordered_map<std::string, std::unique_ptr<TensorEntry>> in_flight_;
+  std::unique_ptr<Backend> host_;    // host-memory tensors
+  std::unique_ptr<Backend> device_;  // device tensors; null where there is no GPU backend
+  std::unique_ptr<TimelineRecorder> timeline_;
+  std::unique_ptr<WorkerMessages> to_rank0_;           // other ranks
+  std::unique_ptr<CoordinatorMessages> from_workers_;  // rank 0
+  std::unique_ptr<Coordinator> coordinator_;           // rank 0
+  std::unique_ptr<Inspector> inspector_;               // rank 0
+  std::vector<int64_t> finals_;                        // rank 0: final messages seen, per rank
+  std::vector<int64_t> timeline_acks_;                 // rank 0: timeline-stop acks seen, per rank
+  int64_t timeline_stops_ = 0;                         // rank 0: timeline stops executed
+  bool timeline_all_ranks_ = true;                     // agreed at start-up (rank 0's setting)
+  int shutdown_from_ = -1;                             // rank 0: first rank that asked to shut down
+  std::string shutdown_reason_;                        // rank 0: why (sent with the shutdown)
+  bool shutdown_announced_ = false;  // this rank told rank 0 (or, on rank 0, everyone)
+  int64_t cycle_ = 0;
+  std::vector<Negotiation> negotiations_;
+  std::vector<TensorEntry*> entries_scratch_;
+  bool finished_ = false;
+  std::unique_ptr<Liveness> liveness_;
+  std::unique_ptr<SignalReport> signals_;  // when the world handles signals
+
+  std::mutex loop_mutex_;
+  std::condition_variable loop_done_cv_;
+  bool loop_done_ = false;  // guarded by loop_mutex_: the background loop has returned
+  std::thread thread_;
+};
+
+}  // namespace ranktime

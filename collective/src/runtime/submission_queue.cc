@@ -1,0 +1,167 @@
+// Submissions from user threads (see submission_queue.h).
+#include "runtime/submission_queue.h"
+
+#include "core/wire.h"
+#include "negotiation/validation.h"
+
+namespace ranktime {
+
+std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const std::string& name,
+                                        ReduceOp reduce_op, int root, std::string argument,
+                                        uint8_t flags,
+                                        const std::function<std::string(int)>& check_device,
+                                        std::string* local_error) {
+  auto entry = std::make_unique<TensorEntry>();
+  entry->handle = std::make_shared<detail::HandleState>();
+  entry->view = view;
+  Request& q = entry->request;
+  q.name = name;
+  q.op = op;
+  q.reduce_op = reduce_op;
+  q.dtype = view.dtype;
+  q.device = view.device;
+  q.root = root;
+  q.shape = view.shape;
+  q.flags = flags;
+  q.argument = std::move(argument);
+  if (op == OpType::kAllreduce || op == OpType::kAllgather || op == OpType::kBroadcast) {
+    q.error = check_tensor_view(view);
+    if (q.error.empty() && view.device != kCpuDevice) q.error = check_device(view.device);
+  }
+  // A request must always fit the wire format, even a bad one: its error travels to rank 0.
+  if (q.shape.size() > kMaxDims) q.shape.resize(kMaxDims);
+  if (static_cast<int>(reduce_op) >= kNumReduceOps) {
+    q.error = "invalid reduction value " + std::to_string(static_cast<int>(reduce_op));
+    q.reduce_op = ReduceOp::kSum;
+  }
+  if (name.empty()) *local_error = "a tensor name must not be empty";
+  if (q.argument.size() > kMaxArgumentBytes) {
+    *local_error = "argument of " + std::to_string(q.argument.size()) +
+                   " bytes is longer than the " + std::to_string(kMaxArgumentBytes) +
+                   " bytes allowed";
+  }
+  if (name.size() > kMaxNameBytes) {
+    *local_error = "tensor '" + name.substr(0, 64) + "...': name of " +
+                   std::to_string(name.size()) + " bytes is longer than the " +
+                   std::to_string(kMaxNameBytes) + " bytes allowed";
+  }
+  return entry;
+}
+
+Handle SubmissionQueue::submit(std::unique_ptr<TensorEntry> entry, const std::string& local_error,
+                               const Clock& clock) {
+  std::shared_ptr<detail::HandleState> state = entry->handle;
+  const std::string& name = entry->request.name;
+  std::string error = local_error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped_) {
+      error = stop_reason_ + "; tensor '" + name + "' was not submitted";
+    } else if (error.empty() && names_in_flight_.count(name)) {
+      error = "tensor '" + name +
+              "' was submitted twice while in flight: wait for the first "
+              "operation to complete before reusing its name";
+    }
+    if (error.empty()) {
+      entry->request.ready_ns = clock.now_ns();
+      names_in_flight_.emplace(name, state);
+      submitted_.push_back(std::move(entry));
+    }
+  }
+  if (!error.empty()) {
+    state->complete(Status::Error(error));
+  } else {
+    cv_.notify_one();
+  }
+  return Handle(state);
+}
+
+void SubmissionQueue::request_shutdown(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!shutdown_requested_) shutdown_why_ = signal_why_.empty() ? why : signal_why_;
+    shutdown_requested_ = true;
+  }
+  cv_.notify_one();
+}
+
+void SubmissionQueue::set_signal_reason(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  signal_why_ = why;
+}
+
+void SubmissionQueue::fail_pending(const std::string& reason) {
+  std::vector<std::pair<std::string, std::shared_ptr<detail::HandleState>>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopped_) {
+      stopped_ = true;
+      stop_reason_ = reason;
+    }
+    pending.assign(names_in_flight_.begin(), names_in_flight_.end());
+  }
+  for (auto& [name, handle] : pending)
+    handle->complete(Status::Error(reason + "; tensor '" + name + "' did not complete"));
+}
+
+size_t SubmissionQueue::pending_names(size_t max_chars, std::string* names) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [name, handle] : names_in_flight_) {
+    if (names->size() > max_chars) {
+      *names += ", ...";
+      break;
+    }
+    *names += (names->empty() ? "'" : ", '") + name + "'";
+  }
+  return names_in_flight_.size();
+}
+
+void SubmissionQueue::take(std::vector<std::unique_ptr<TensorEntry>>* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  out->swap(submitted_);
+}
+
+void SubmissionQueue::release(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  names_in_flight_.erase(name);
+}
+
+std::vector<std::unique_ptr<TensorEntry>> SubmissionQueue::stop(const std::string& reason) {
+  std::vector<std::unique_ptr<TensorEntry>> never_taken;
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopped_ = true;
+  stop_reason_ = reason;
+  never_taken.swap(submitted_);
+  names_in_flight_.clear();
+  return never_taken;
+}
+
+bool SubmissionQueue::shutdown_requested(std::string* why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shutdown_requested_ && why != nullptr) *why = shutdown_why_;
+  return shutdown_requested_;
+}
+
+void SubmissionQueue::wait(std::chrono::nanoseconds timeout, bool announced) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] {
+    return !submitted_.empty() || (shutdown_requested_ && !announced) || completions_waiting_;
+  });
+}
+
+void SubmissionQueue::wake_for_completions() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    completions_waiting_ = true;
+  }
+  cv_.notify_one();
+}
+
+bool SubmissionQueue::take_completions_wake() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool waiting = completions_waiting_;
+  completions_waiting_ = false;
+  return waiting;
+}
+
+}  // namespace ranktime

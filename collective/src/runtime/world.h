@@ -1,0 +1,43 @@
+// What one rank's Runtime runs over: where the rank sits, the control channel to the other ranks,
+// and the backends that move tensor data. MPI processes in production
+// (backends/mpi/mpi_world.h); threads of one process in the in-process protocol tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "runtime/control_channel.h"
+
+namespace ranktime {
+
+struct Placement {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;  // among the ranks on this host
+  std::string hostname;
+  int64_t pid = 0;
+};
+
+class World {
+ public:
+  virtual ~World() = default;
+
+  virtual Placement placement() const = 0;
+  virtual ControlChannel& control() = 0;
+  // Host-memory collectives; `clock` outlives the backend.
+  virtual std::unique_ptr<Backend> host_backend(const Clock* clock, const Config& config) = 0;
+  // Device-memory collectives, or null where there are none (no GPU here, a CPU-only build).
+  // wake() is called from the backend's threads when completions are waiting.
+  virtual std::unique_ptr<Backend> device_backend(const Clock* clock, const Config& config,
+                                                  std::function<void()> wake) = 0;
+  // "" when tensors on `device` can run here, else why not (fails the tensor on every rank).
+  virtual std::string check_device(int device) const = 0;
+  // One runtime per process reacts to SIGINT/SIGTERM (reports what was pending, fails it).
+  virtual bool handles_signals() const = 0;
+};
+
+}  // namespace ranktime

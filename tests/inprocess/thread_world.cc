@@ -1,0 +1,181 @@
+// Ranks as threads (see thread_world.h).
+#include "thread_world.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "core/reduce.h"
+
+namespace ranktime::testing {
+
+ThreadGroup::ThreadGroup(int size) : size_(size), parts_(size) {}
+
+bool ThreadGroup::arrive(int rank, const Part* part) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (aborted_) return false;
+  if (part != nullptr) parts_[rank] = *part;
+  const int64_t generation = generation_;
+  if (++arrived_ == size_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return true;
+  }
+  cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+  return !aborted_;
+}
+
+bool ThreadGroup::barrier() { return arrive(0, nullptr); }
+
+void ThreadGroup::abort() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool ThreadGroup::allreduce(int rank, void* data, int64_t n, DataType dtype, ReduceOp op) {
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  const Part mine{data, bytes};
+  if (!arrive(rank, &mine)) return false;
+  // Every rank reduces every part in rank order, into a buffer of its own, then waits until all
+  // have read before writing its result in place.
+  std::vector<std::byte> result(bytes);
+  if (bytes) std::memcpy(result.data(), parts_[0].data, bytes);
+  for (int r = 1; r < size_; ++r) reduce_into(parts_[r].data, result.data(), n, dtype, op);
+  if (op == ReduceOp::kAverage) divide_in_place(result.data(), n, dtype, size_);
+  if (!barrier()) return false;
+  if (bytes) std::memcpy(data, result.data(), bytes);
+  return barrier();
+}
+
+bool ThreadGroup::allgather(int rank, const void* data, size_t bytes, std::vector<std::byte>* out,
+                            std::vector<size_t>* sizes) {
+  const Part mine{data, bytes};
+  if (!arrive(rank, &mine)) return false;
+  out->clear();
+  sizes->clear();
+  for (int r = 0; r < size_; ++r) {
+    const auto* p = static_cast<const std::byte*>(parts_[r].data);
+    out->insert(out->end(), p, p + parts_[r].bytes);
+    sizes->push_back(parts_[r].bytes);
+  }
+  return barrier();
+}
+
+bool ThreadGroup::broadcast(int rank, void* data, size_t bytes, int root) {
+  const Part mine{data, bytes};
+  if (!arrive(rank, &mine)) return false;
+  if (rank != root && bytes) std::memcpy(data, parts_[root].data, bytes);
+  return barrier();
+}
+
+ThreadBackend::ThreadBackend(int rank, std::shared_ptr<ThreadGroup> group, const Clock* clock)
+    : rank_(rank), group_(std::move(group)), clock_(clock) {}
+
+Status ThreadBackend::run(const Response& r, TensorEntry* entry) {
+  const TensorView& v = entry->view;
+  bool ok = true;
+  switch (r.op) {
+    case OpType::kAllreduce:
+      ok = group_->allreduce(rank_, v.data, v.num_elements(), v.dtype, r.reduce_op);
+      break;
+    case OpType::kAllgather: {
+      std::vector<size_t> sizes;
+      auto& state = *entry->handle;
+      ok = group_->allgather(rank_, v.data, v.num_bytes(), &state.output, &sizes);
+      state.output_shape = v.shape;
+      state.output_shape[0] = 0;
+      for (int64_t rows : r.first_dims) state.output_shape[0] += rows;
+      break;
+    }
+    case OpType::kBroadcast:
+      ok = group_->broadcast(rank_, v.data, v.num_bytes(), r.root);
+      break;
+    default:
+      ok = group_->barrier();
+      break;
+  }
+  return ok ? Status::Ok() : Status::Error("the thread group was aborted");
+}
+
+void ThreadBackend::enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
+                            int64_t arrival_ns) {
+  Completion& c = done_;
+  c = Completion{};
+  c.response = response;
+  c.entries = entries;
+  c.arrival_ns = arrival_ns;
+  c.start_ns = clock_->now_ns();
+  for (TensorEntry* e : entries) {
+    Status s = run(response, e);
+    if (c.status.ok()) c.status = s;
+  }
+  c.end_ns = clock_->now_ns();
+  const timeline::Phase phase = response.op == OpType::kAllgather ? timeline::Phase::kMpiAllgather
+                                : response.op == OpType::kBroadcast
+                                    ? timeline::Phase::kMpiBcast
+                                    : timeline::Phase::kMpiAllreduce;
+  if (response.op != OpType::kBarrier) c.log.add(phase, c.start_ns, c.end_ns);
+  done_waiting_ = true;
+}
+
+void ThreadBackend::take_completions(const std::function<void(Completion&)>& finish) {
+  if (!done_waiting_) return;
+  done_waiting_ = false;
+  finish(done_);
+}
+
+ThreadWorld::ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub,
+                         std::shared_ptr<ThreadGroup> group)
+    : channel_(hub, rank), group_(std::move(group)) {
+  placement_.rank = rank;
+  placement_.size = hub->size();
+  placement_.local_rank = rank;
+  placement_.local_size = hub->size();
+  placement_.hostname = "host" + std::to_string(rank);
+  placement_.pid = getpid();
+}
+
+std::unique_ptr<Backend> ThreadWorld::host_backend(const Clock* clock, const Config&) {
+  return std::make_unique<ThreadBackend>(placement_.rank, group_, clock);
+}
+
+std::string ThreadWorld::check_device(int device) const {
+  return "device tensors (device " + std::to_string(device) +
+         ") need a GPU backend, which thread ranks do not have";
+}
+
+InProcessJob::InProcessJob(int size, const std::function<Config(int)>& config,
+                           const std::function<void(MemoryHub&)>& hub_setup)
+    : hub_(std::make_shared<MemoryHub>(size)),
+      group_(std::make_shared<ThreadGroup>(size)),
+      runtimes_(size) {
+  if (hub_setup) hub_setup(*hub_);
+  // Start-up is collective: every rank constructs its Runtime at the same time.
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      runtimes_[r] = std::make_unique<Runtime>(config ? config(r) : Config{},
+                                               std::make_unique<ThreadWorld>(r, hub_, group_));
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+InProcessJob::~InProcessJob() { shutdown(); }
+
+void InProcessJob::on_every_rank(const std::function<void(int, Runtime&)>& fn) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) threads.emplace_back([&, r] { fn(r, *runtimes_[r]); });
+  for (auto& t : threads) t.join();
+}
+
+void InProcessJob::shutdown() {
+  on_every_rank([](int, Runtime& runtime) { runtime.shutdown(); });
+}
+
+}  // namespace ranktime::testing

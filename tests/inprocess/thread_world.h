@@ -1,0 +1,119 @@
+// Ranks as threads of one process, for the in-process protocol tests: a World per rank over a
+// shared MemoryHub (the real control protocol, with injectable delays, drops and a dead peer) and
+// a shared ThreadGroup (host collectives with the real reductions of core/reduce.h), and a job
+// that starts one real Runtime per rank. The model is gloo's test/base_test.h.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/memory_channel.h"
+#include "runtime/runtime.h"
+#include "runtime/world.h"
+
+namespace ranktime::testing {
+
+// Collectives among the ranks' background threads: every rank calls the same ones in the same
+// order (as every rank executes the same response list).
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size);
+  int size() const { return size_; }
+
+  // Each returns false once abort() was called (a test tearing down a stuck job).
+  bool allreduce(int rank, void* data, int64_t n, DataType dtype, ReduceOp op);
+  bool allgather(int rank, const void* data, size_t bytes, std::vector<std::byte>* out,
+                 std::vector<size_t>* sizes);
+  bool broadcast(int rank, void* data, size_t bytes, int root);
+  bool barrier();
+  void abort();
+
+ private:
+  struct Part {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  // Posts this rank's part (if any) and waits until every rank has arrived. The parts stay put
+  // until the next arrival, which every rank makes only after it is done with them.
+  bool arrive(int rank, const Part* part);
+
+  const int size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  int64_t generation_ = 0;
+  bool aborted_ = false;
+  std::vector<Part> parts_;
+};
+
+// The host backend of a thread rank: finishes each response inside enqueue(), as MPI's does.
+class ThreadBackend final : public Backend {
+ public:
+  ThreadBackend(int rank, std::shared_ptr<ThreadGroup> group, const Clock* clock);
+  void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
+               int64_t arrival_ns) override;
+  void take_completions(const std::function<void(Completion&)>& finish) override;
+  size_t pending() const override { return done_waiting_ ? 1 : 0; }
+  void drain() override {}
+  bool completes_in_enqueue() const override { return true; }
+
+ private:
+  Status run(const Response& response, TensorEntry* entry);
+
+  int rank_;
+  std::shared_ptr<ThreadGroup> group_;
+  const Clock* clock_;
+  Completion done_;
+  bool done_waiting_ = false;
+};
+
+class ThreadWorld final : public World {
+ public:
+  ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub, std::shared_ptr<ThreadGroup> group);
+
+  Placement placement() const override { return placement_; }
+  ControlChannel& control() override { return channel_; }
+  std::unique_ptr<Backend> host_backend(const Clock* clock, const Config& config) override;
+  std::unique_ptr<Backend> device_backend(const Clock*, const Config&,
+                                          std::function<void()>) override {
+    return nullptr;
+  }
+  std::string check_device(int device) const override;
+  bool handles_signals() const override { return false; }
+
+ private:
+  Placement placement_;
+  MemoryChannel channel_;
+  std::shared_ptr<ThreadGroup> group_;
+};
+
+// `size` real Runtimes, one per thread rank, started together.
+class InProcessJob {
+ public:
+  // `config(rank)`: each rank's settings (default: the defaults). `hub_setup` runs before the
+  // runtimes start (e.g. to install faults).
+  explicit InProcessJob(int size, const std::function<Config(int rank)>& config = {},
+                        const std::function<void(MemoryHub&)>& hub_setup = {});
+  ~InProcessJob();  // shuts every rank down, all at once
+  InProcessJob(const InProcessJob&) = delete;
+  InProcessJob& operator=(const InProcessJob&) = delete;
+
+  int size() const { return static_cast<int>(runtimes_.size()); }
+  MemoryHub& hub() { return *hub_; }
+  Runtime& rank(int r) { return *runtimes_.at(r); }
+  // Runs fn(rank, runtime) on one thread per rank, all at once; returns when all have.
+  void on_every_rank(const std::function<void(int rank, Runtime& runtime)>& fn);
+  // Shuts every rank down, all at once (idempotent).
+  void shutdown();
+
+ private:
+  std::shared_ptr<MemoryHub> hub_;
+  std::shared_ptr<ThreadGroup> group_;
+  std::vector<std::unique_ptr<Runtime>> runtimes_;
+};
+
+}  // namespace ranktime::testing
