@@ -21,7 +21,7 @@ import pickle
 import numpy as np
 import torch
 
-from . import _collectives, _distributed
+from . import _collectives, _distributed, _timeline
 from ._core import Average
 
 __all__ = ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
@@ -96,7 +96,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self._synchronized and not self._skip_synchronize:
             self.synchronize()
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        result = super(self.__class__, self).step(closure)
+        # The next step starts once this one's update is done (STEP slices, TIMELINE_STEPS).
+        _timeline.mark_step()
+        return result
 
     def zero_grad(self, set_to_none=False):
         if self._handles:

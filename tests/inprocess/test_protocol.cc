@@ -33,14 +33,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-Config config_of(const std::map<std::string, std::string>& env) {
-  return parse_config([&env](const char* name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  });
-}
-
 Status allreduce(Runtime& rt, std::vector<std::byte>* data, DataType dtype, const std::string& name,
                  ReduceOp op = ReduceOp::kSum) {
   const auto n = static_cast<int64_t>(data->size() / dtype_size(dtype));
