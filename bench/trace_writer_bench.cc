@@ -2,10 +2,15 @@
 // per-rank ticks, operation slices with sub-phase spans) and the writer formats and writes it;
 // once as one record per event, once as the runtime records it (a negotiation in one record, a
 // fused batch as a header, its sub-phases and one record per tensor).
-// Reports events/s end to end (first push -> close() done), bytes per event and ns per push().
+// Reports events/s end to end (first push -> close() done), bytes per event and ns per push(),
+// for plain text and gzip (a path ending in .gz); then where the writer's time goes for the
+// runtime's records: formatting, compressing, writing, each timed alone.
 //
 //   trace_writer_bench [records (default 5000000)] [path (default /tmp/ranktime_bench.json)]
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cstdio>
@@ -14,9 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "event_formatter.h"
 #include "ranktime/timeline/record.h"
 #include "ranktime/timeline/string_table.h"
 #include "ranktime/timeline/trace_writer.h"
+#include "text_buffer.h"
 
 namespace rt = ranktime::timeline;
 using Clock = std::chrono::steady_clock;
@@ -175,22 +182,27 @@ struct Result {
   double bytes_per_event = 0;
 };
 
-// Pushes `records` records; with `records_per_second` > 0 the producer is paced to that rate.
-Result run(const std::string& path, size_t capacity, uint64_t records, double records_per_second,
-           bool compact = false) {
-  rt::StringTable strings;
-  const std::vector<rt::Record> step = one_step(strings, compact);
+rt::RunMetadata bench_metadata() {
   rt::RunMetadata metadata;
   metadata.ranks = kRanks;
   metadata.hostnames.assign(kRanks, "bench-host");
   metadata.pids.assign(kRanks, 1);
   metadata.clock_offsets_us.assign(kRanks, 0.0);
   metadata.clock_uncertainty_us.assign(kRanks, 0.0);
+  return metadata;
+}
+
+// Pushes `records` records; with `records_per_second` > 0 the producer is paced to that rate.
+Result run(const std::string& path, size_t capacity, uint64_t records, double records_per_second,
+           bool compact = false, int gzip_level = 1) {
+  rt::StringTable strings;
+  const std::vector<rt::Record> step = one_step(strings, compact);
   rt::TraceWriterOptions options;
   options.path = path;
   options.capacity_records = capacity;
+  options.gzip_level = gzip_level;
   std::string error;
-  auto writer = rt::TraceWriter::open(options, metadata, strings, &error);
+  auto writer = rt::TraceWriter::open(options, bench_metadata(), strings, &error);
   if (!writer) {
     std::fprintf(stderr, "%s\n", error.c_str());
     std::exit(1);
@@ -255,6 +267,85 @@ double push_only_ns(const std::string& path) {
   return best;
 }
 
+// Where the writer's time goes, for `records` of the runtime's compact records: formatting
+// them into 128 KiB pieces (the idle-core piece size), compressing the pieces as the gzip
+// writer does (level 1, a sync flush per piece), and writing the text or the compressed bytes
+// to `path` (one pwrite per piece); each timed alone, per JSON event.
+void time_split(uint64_t records, const std::string& path) {
+  rt::StringTable strings;
+  const std::vector<rt::Record> step = one_step(strings, true);
+  rt::EventFormatter formatter(strings, 0);
+  constexpr size_t kPiece = size_t{128} << 10;
+  rt::TextBuffer piece;  // reused, as the writer's is
+  std::string text;
+  text.reserve(records * 200);
+  std::vector<std::string_view> pieces;
+  uint64_t events = 0;
+  double format_s = 0;
+  Clock::time_point start = Clock::now();
+  for (uint64_t pushed = 0, offset = 0; pushed < records; offset += kStepNs) {
+    for (const rt::Record& templ : step) {
+      if (pushed++ == records) break;
+      rt::Record r = templ;
+      r.ts_ns += offset;
+      r.end_ns += offset;
+      events += formatter.append_record(r, &piece);
+      if (piece.size() >= kPiece || pushed == records) {
+        format_s += std::chrono::duration<double>(Clock::now() - start).count();
+        text.append(piece.view());  // kept for the next two timings, not timed
+        piece.clear();
+        start = Clock::now();
+      }
+    }
+  }
+  for (size_t at = 0; at < text.size(); at += kPiece) {
+    pieces.push_back(std::string_view(text).substr(at, kPiece));
+  }
+
+  std::vector<std::vector<char>> compressed;
+  z_stream z{};
+  deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  uint64_t compressed_bytes = 0;
+  start = Clock::now();
+  for (std::string_view part : pieces) {
+    compressed.emplace_back(deflateBound(&z, part.size()) + 64);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(part.data()));
+    z.avail_in = static_cast<uInt>(part.size());
+    z.next_out = reinterpret_cast<Bytef*>(compressed.back().data());
+    z.avail_out = static_cast<uInt>(compressed.back().size());
+    deflate(&z, Z_SYNC_FLUSH);
+    compressed.back().resize(compressed.back().size() - z.avail_out);
+    compressed_bytes += compressed.back().size();
+  }
+  const double deflate_s = std::chrono::duration<double>(Clock::now() - start).count();
+  deflateEnd(&z);
+
+  auto write_all = [&](const auto& parts) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const Clock::time_point begin = Clock::now();
+    off_t at = 0;
+    for (const auto& part : parts) {
+      if (::pwrite(fd, part.data(), part.size(), at) < 0) std::perror("pwrite");
+      at += static_cast<off_t>(part.size());
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+    ::close(fd);
+    std::remove(path.c_str());
+    return seconds;
+  };
+  const double write_text_s = write_all(pieces);
+  const double write_gzip_s = write_all(compressed);
+  const double n = static_cast<double>(events);
+  std::printf(
+      "where the time goes, %llu compact records -> %llu events (%.1f text bytes, %.1f gzip "
+      "bytes per event), one thread:\n  format %.1f ns/event, deflate -1 %.1f ns/event (%.0f "
+      "MB/s of text), write text %.1f ns/event, write gzip %.1f ns/event\n",
+      static_cast<unsigned long long>(records), static_cast<unsigned long long>(events),
+      static_cast<double>(text.size()) / n, static_cast<double>(compressed_bytes) / n,
+      format_s * 1e9 / n, deflate_s * 1e9 / n, static_cast<double>(text.size()) / deflate_s / 1e6,
+      write_text_s * 1e9 / n, write_gzip_s * 1e9 / n);
+}
+
 void print(const char* scenario, const Result& r, bool paced) {
   std::printf("%-34s %10llu %10llu %9llu %11.1f%s %12.0f %9.1f\n", scenario,
               static_cast<unsigned long long>(r.records), static_cast<unsigned long long>(r.events),
@@ -267,6 +358,7 @@ void print(const char* scenario, const Result& r, bool paced) {
 int main(int argc, char** argv) {
   const uint64_t records = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 5'000'000;
   const std::string path = argc > 2 ? argv[2] : "/tmp/ranktime_bench.json";
+  const std::string gz = path + ".gz";
   const size_t default_capacity = rt::TraceWriterOptions{}.capacity_records;
 
   std::printf("%-34s %10s %10s %9s %12s %12s %9s\n", "scenario", "records", "events", "dropped",
@@ -275,6 +367,9 @@ int main(int argc, char** argv) {
   print("burst, capacity = records", run(path, records, records, 0), false);
   // The records the runtime pushes (about 5 events each here): same writer, fewer records.
   print("burst, compact records", run(path, records / 5, records / 5, 0, true), false);
+  // The same into gzip files, at zlib's fastest level (the default) and at its default level.
+  print("burst, compact records, gzip -1", run(gz, records / 5, records / 5, 0, true, 1), false);
+  print("burst, compact records, gzip -6", run(gz, records / 5, records / 5, 0, true, 6), false);
   // The default buffer against an unpaced producer: what a burst beyond it loses.
   const std::string burst_default = "burst, capacity = " + std::to_string(default_capacity);
   print(burst_default.c_str(), run(path, default_capacity, records, 0), false);
@@ -285,7 +380,10 @@ int main(int argc, char** argv) {
               push_only_ns(path));
   std::printf(
       "ns/push: producer loop time per record, record copy included (* includes the "
-      "pacing sleeps)\nevents/s: events in the file / (first push -> close() done)\n");
+      "pacing sleeps)\nevents/s: events in the file / (first push -> close() done); B/event: "
+      "bytes on disk (compressed for gzip)\n");
+  time_split(records / 5, path);
   std::remove(path.c_str());
+  std::remove(gz.c_str());
   return 0;
 }

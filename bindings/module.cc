@@ -151,6 +151,9 @@ PYBIND11_MODULE(_core, m) {
         ThrowIfFailed(status);
       },
       py::arg("path"), py::arg("mark_cycles") = false);
+  m.def(
+      "mark_step", [](std::optional<int64_t> step) { mark_step(step); },
+      py::arg("step") = py::none());
   m.def("stop_timeline", [] {
     Status status;
     {

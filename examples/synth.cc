@@ -168,6 +168,7 @@ int main(int argc, char** argv) {
   std::vector<ranktime::Handle> handles(tensors.size());
   int failures = 0;
   for (int step = 0; step < warmup + steps && failures == 0; ++step) {
+    ranktime::mark_step(step);
     for (size_t t = 0; t < tensors.size(); ++t) {
       fill(buffers[t], *dtype, rank, t, tensors[t].elements);
       to_device(t);

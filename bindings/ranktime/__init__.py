@@ -17,7 +17,7 @@ from ._collectives import (Handle, allgather, allgather_async, allreduce, allred
 from ._core import (Average, Max, Min, NameInFlightError, Product, RankLateness, RanktimeError,
                     ReduceOp, Sum, cross_rank, cross_size, is_initialized, lateness, local_rank,
                     local_size, rank, size)
-from ._timeline import start_timeline, stop_timeline, timeline
+from ._timeline import mark_step, start_timeline, stop_timeline, timeline
 
 RanktimeError.__module__ = "ranktime"
 RankLateness.__module__ = "ranktime"
@@ -32,7 +32,7 @@ __all__ = [
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "synchronize", "poll", "barrier", "Handle", "RanktimeError", "NameInFlightError",
     "ReduceOp", "Sum", "Average", "Min", "Max", "Product",
-    "start_timeline", "stop_timeline", "timeline", "lateness", "RankLateness",
+    "start_timeline", "stop_timeline", "timeline", "mark_step", "lateness", "RankLateness",
 ]
 
 

@@ -20,6 +20,14 @@ def stop_timeline():
     _core.stop_timeline()
 
 
+def mark_step(step=None):
+    """Marks the start of a training step on this rank: `step`, or the one after this rank's
+    last (from 0). Every rank calls it at the start of each step; rank 0's timeline shows each
+    rank's steps as STEP slices, and TIMELINE_STEPS windows count them. Cheap, no communication.
+    """
+    _core.mark_step(None if step is None else int(step))
+
+
 @contextlib.contextmanager
 def timeline(path, mark_cycles=False):
     """``with ranktime.timeline("t.json"):`` records the block's collectives to t.json."""

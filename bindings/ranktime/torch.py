@@ -21,7 +21,7 @@ import warnings
 
 import torch
 
-from . import _collectives, _distributed, _torch_ops
+from . import _collectives, _distributed, _timeline, _torch_ops
 from ._collectives import Handle, poll, synchronize
 from ._core import (NameInFlightError, RanktimeError, cross_rank, cross_size, is_initialized,
                     local_rank, local_size, rank, size)
@@ -36,7 +36,8 @@ HorovodInternalError = RanktimeError  # Horovod's name for a failed collective
 __all__ = _torch_ops.__all__ + [
     "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "cross_rank", "cross_size", "barrier", "synchronize", "poll", "Handle", "start_timeline", "stop_timeline",
+    "cross_rank", "cross_size", "barrier", "synchronize", "poll", "Handle", "start_timeline",
+    "stop_timeline",
     "RanktimeError", "HorovodInternalError", "NameInFlightError",
     "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built",
     "rocm_built",
@@ -161,7 +162,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if not self._synchronized and not self._skip_synchronize:
             self.synchronize()
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        result = super(self.__class__, self).step(closure)
+        # The next step starts once this one's update is done (STEP slices, TIMELINE_STEPS).
+        _timeline.mark_step()
+        return result
 
     def zero_grad(self, set_to_none=False):
         if self._handles:

@@ -1,5 +1,7 @@
 """Real jobs: `ranktime run` starts 2- and 4-rank ranktime-synth jobs under Open MPI (more ranks
-than cores is fine: they are oversubscribed); `summary` and `check` read what they wrote."""
+than cores is fine: they are oversubscribed); `summary` and `check` read what they wrote, as
+plain JSON and as gzip."""
+import gzip
 import json
 import os
 import signal
@@ -38,9 +40,12 @@ def assert_check_passes(path):
     assert "closed cleanly" in result.stdout
 
 
-@pytest.mark.parametrize("np_", [2, 4])
-def test_job_writes_a_valid_timeline(cli, tmp_path, np_):
-    trace = run_synth(tmp_path, np_, "--small-tensors", "8", "--steps", "5")
+@pytest.mark.parametrize("np_, timeline", [(2, "t.json"), (4, "t.json"), (2, "t.json.gz")])
+def test_job_writes_a_valid_timeline(cli, tmp_path, np_, timeline):
+    trace = run_synth(tmp_path, np_, "--small-tensors", "8", "--steps", "5", timeline=timeline)
+    if timeline.endswith(".gz"):
+        assert trace.read_bytes()[:2] == b"\x1f\x8b"
+        assert json.loads(gzip.decompress(trace.read_bytes()))[-1]["name"] == "ranktime_run_end"
     assert_check_passes(trace)
     summary = summary_json(trace)
     run = summary["tables"]["run"][0]
@@ -156,19 +161,26 @@ def wait_for(predicate, timeout, what):
         time.sleep(0.05)
 
 
-def test_sigkilled_run_repairs_and_passes_check(cli, tmp_path):
+def run_metadata_line(trace):
+    """The ranktime_run event, from the head of a plain or gzip trace being written."""
+    opened = gzip.open if trace.suffix == ".gz" else open
+    with opened(trace, "rt") as f:
+        return next(json.loads(line.rstrip().rstrip(",")) for line in f if '"ranktime_run"' in line)
+
+
+@pytest.mark.parametrize("name, size", [("k.json", 200_000), ("k.json.gz", 20_000)])
+def test_sigkilled_run_repairs_and_passes_check(cli, tmp_path, name, size):
     """SIGKILL rank 0 (the writer) mid-run: the file holds every flushed event; `check --repair`
-    makes it pass `check`, and so does a copy cut mid-event (copied while being written)."""
-    trace = tmp_path / "k.json"
+    makes it pass `check`, and so does a copy cut mid-event (copied while being written). A gzip
+    file stays gzip."""
+    trace = tmp_path / name
     process = subprocess.Popen(
         [CLI, "run", "-np", "2", "--oversubscribe", "--timeline-filename", str(trace), "--",
          SYNTH, "--quiet", "--small-tensors", "16", "--steps", "1000000", "--compute-us", "50"],
         env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: trace.exists() and trace.stat().st_size > 200_000, 120, "the timeline")
-        with open(trace) as f:
-            pids = next(json.loads(line.rstrip().rstrip(",")) for line in f
-                        if '"ranktime_run"' in line)["args"]["pids"]
+        wait_for(lambda: trace.exists() and trace.stat().st_size > size, 120, "the timeline")
+        pids = run_metadata_line(trace)["args"]["pids"]
         os.kill(pids[0], signal.SIGKILL)
         rc = process.wait(timeout=120)
     finally:
@@ -184,8 +196,12 @@ def test_sigkilled_run_repairs_and_passes_check(cli, tmp_path):
     assert summary_json(trace)["tables"]["run"][0]["negotiations"] > 0
 
     data = trace.read_bytes()
-    cut = tmp_path / "cut.json"
+    cut = tmp_path / ("cut" + "".join(trace.suffixes))
     cut.write_bytes(data[: len(data) // 2 + 7])
     assert ranktime("check", cut).returncode == 1
     assert ranktime("check", cut, "--repair").returncode == 0
     assert ranktime("check", cut).returncode == 0
+    if trace.suffix == ".gz":
+        for path in (trace, cut):  # whole gzip streams, complete arrays
+            assert path.read_bytes()[:2] == b"\x1f\x8b"
+            assert json.loads(gzip.decompress(path.read_bytes()))[0]["name"] == "process_name"

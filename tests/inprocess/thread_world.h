@@ -6,8 +6,10 @@
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,15 @@
 #include "runtime/world.h"
 
 namespace ranktime::testing {
+
+// A rank's settings from (variable, value) pairs, the rest at their defaults.
+inline Config config_of(const std::map<std::string, std::string>& env) {
+  return parse_config([&env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
 
 // Collectives among the ranks' background threads: every rank calls the same ones in the same
 // order (as every rank executes the same response list).

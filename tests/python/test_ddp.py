@@ -124,12 +124,14 @@ def ddp_steps(ddp, optimizer, steps, late_rank=None, delay_s=0.0):
 
 
 def allreduce_slices(events):
-    """{tensor name: [shape of each ALLREDUCE on rank 0's lane]}."""
+    """{tensor name: [shape of each ALLREDUCE on rank 0's lane]}. The writer gives a slice's
+    shape only where it changes on its lane: a slice without one has its lane's last."""
     names = process_names(events)
     slices = {}
     for e in events:
         if e.get("name") == "ALLREDUCE" and e.get("ph") in ("B", "X") and e.get("tid") == 1:
-            slices.setdefault(names[e["pid"]], []).append(e["args"]["shape"])
+            shapes = slices.setdefault(names[e["pid"]], [])
+            shapes.append(e["args"]["shape"] if "shape" in e.get("args", {}) else shapes[-1])
     return slices
 
 

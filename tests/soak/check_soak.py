@@ -39,11 +39,13 @@ def main():
     events = json.load(open(trace))
     counts = collections.Counter()
     for e in events:
-        if e["ph"] == "B" and e["name"] == "ALLREDUCE":
+        if e["ph"] != "X":
+            continue
+        if e["name"] == "ALLREDUCE":
             counts["op_slices"] += 1
-        elif e["ph"] == "B" and e["name"].startswith("NEGOTIATE_"):
+        elif e["name"].startswith("NEGOTIATE_"):
             counts["negotiations"] += 1
-        elif e["ph"] == "X":
+        elif e["tid"] == 0 and e["name"].isdigit():
             counts["ticks"] += 1
     end = next(e for e in events if e.get("name") == "ranktime_run_end")
     dropped = end["args"]["events_dropped"]

@@ -32,7 +32,9 @@ inline FormatterOutput run_formatter(const StringTable& strings, const std::vect
   EventFormatter formatter(strings, metadata != nullptr ? metadata->start_ns : kStartNs);
   TextBuffer out;
   size_t events = 0;
-  if (metadata != nullptr) events += formatter.append_run_metadata(*metadata, &out);
+  if (metadata != nullptr) {
+    events += formatter.append_run_metadata(*metadata, metadata->start_ns, 0, &out);
+  }
   for (const Record& record : records) events += formatter.append_record(record, &out);
   return {std::string(out.view()), events};
 }

@@ -36,14 +36,16 @@ TEST(EventFormatter, TimestampsAreMicrosecondsWithThreeDecimals) {
   const std::string text = as_json_array(format_text(strings, records));
   for (const auto& [key, lexeme] : number_lexemes(text).numbers) {
     if (key == "ts") ts.push_back(lexeme);
-    if (key == "ts" || key == "lag_us" || key == "spread_us") decimal3.push_back(lexeme);
+    if (key == "ts" || key == "lag_us" || key == "spread_us" || (key == "dur" && lexeme != "0")) {
+      decimal3.push_back(lexeme);
+    }
   }
   const std::vector<std::string> expected = {
-      "0.000",          "0.001",  "0.999",           "1.000",      "1234.567",
-      "-1.500",         "-0.001", "86400000000.001", "100000.000", "1000000.001",
-      "4000000000.000", "0.010",  "0.100",           "99.999",     "123456.789",
-      "-10.020",        "0.000",  "0.000",           "0.001"};
+      "0.000",  "0.001",           "0.999",      "1.000",       "1234.567",       "-1.500",
+      "-0.001", "86400000000.001", "100000.000", "1000000.001", "4000000000.000", "0.010",
+      "0.100",  "99.999",          "123456.789", "-10.020",     "0.000",          "0.000"};
   EXPECT_EQ(ts, expected);
+  EXPECT_EQ(decimal3.size(), expected.size() + 3);  // the slice's dur and spread, the tick's lag
   const std::regex three_decimals(R"(-?[0-9]+\.[0-9]{3})");
   for (const std::string& lexeme : decimal3) {
     EXPECT_TRUE(std::regex_match(lexeme, three_decimals)) << lexeme;
@@ -61,25 +63,26 @@ TEST(EventFormatter, ExtremeValuesInEveryFieldFitAndReadBack) {
   // Timestamps are taken relative to the run start, so they stay clear of overflow.
   constexpr int64_t kEarly = kMin / 2, kLate = kMax / 2;
   constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  constexpr int16_t kMin16 = std::numeric_limits<int16_t>::min();
+  const std::vector<int64_t> widest(12, kMin);
   std::vector<Record> records = {
-      op_begin(tensor, std::numeric_limits<int16_t>::min(), kEarly, Phase::kAllreduce, 255,
-               std::vector<int64_t>(12, kMin), kMax, 65535),
-      op_end(tensor, std::numeric_limits<int16_t>::max(), kLate, Phase::kAllreduce, name),
+      op_begin(tensor, kMin16, kEarly, Phase::kAllreduce, 255, widest, kMax, 65535),
+      span(tensor, kMin16, Phase::kMemcpyInFusionBuffer, kEarly, kLate),
+      op_end(tensor, kMin16, kLate, Phase::kAllreduce, name),
       span(tensor, -1, Phase::kMemcpyInFusionBuffer, kEarly, kLate),
       negotiate_begin(tensor, kEarly),
       tick(tensor, kMin32, kEarly, kMin),
-      tick(tensor, kMin32, kLate, kMax),
+      tick(tensor, kMin32, kLate - 1, kMax),
       negotiate_end(tensor, kLate, kMin32, kMin, name),
       cycle(kEarly, kMin),
       counter(kEarly, name, kMin32, -1.7976931348623157e308),
       instant(kLate, name, name),
+      step(std::numeric_limits<int16_t>::max(), kMin, kEarly, kLate),
   };
   const SpanList spans(40, {Phase::kMemcpyOutFusionBuffer, {kEarly, kLate}});
   for (const Record& r :
-       batch(std::numeric_limits<int16_t>::min(), Phase::kBarrier, kEarly, kLate, kLate, spans,
-             {op_begin(tensor, 0, 0, Phase::kAllreduce, 255, std::vector<int64_t>(12, kMin), kMax,
-                       0)},
-             name)) {
+       batch(kMin16, Phase::kBarrier, kEarly, kLate, kLate, spans,
+             {op_begin(tensor, 0, 0, Phase::kAllreduce, 255, widest, kMax, 0)}, name)) {
     records.push_back(r);
   }
   Record n = negotiate_begin(tensor, kEarly);
@@ -94,31 +97,36 @@ TEST(EventFormatter, ExtremeValuesInEveryFieldFitAndReadBack) {
   records.push_back(n);
 
   const std::vector<json> events = events_of(strings, records);
-  const size_t batch_events = 4 + 2 * spans.size();
-  ASSERT_EQ(events.size(), 11u + batch_events + 2 + kMaxInlineTicks);
-  const json& last_tick = events[events.size() - 2];
-  EXPECT_EQ(last_tick["args"]["rank"], kMin32);
-  EXPECT_EQ(last_tick["ts"].get<double>(), events[11 + batch_events]["ts"].get<double>());
-  EXPECT_EQ(events.back()["args"]["last_rank"], kMin32);
-  EXPECT_EQ(events.back()["args"]["error"], "n");
-  EXPECT_EQ(events[11]["args"]["shape"], json(std::vector<int64_t>(kMaxInlineDims, kMin)));
-  EXPECT_EQ(events[11]["tid"], std::numeric_limits<int16_t>::min() + 1);
-  EXPECT_EQ(events[10 + batch_events]["args"]["error"], "n");
-  EXPECT_EQ(events[0]["args"]["bytes"], kMax);
-  EXPECT_EQ(events[0]["args"]["shape"], json(std::vector<int64_t>(kMaxInlineDims, kMin)));
-  EXPECT_EQ(events[0]["args"]["dtype"], "unknown");
-  EXPECT_EQ(events[0]["tid"], std::numeric_limits<int16_t>::min() + 1);
-  EXPECT_EQ(events[1]["args"]["error"], "n");
-  EXPECT_EQ(events[1]["tid"], std::numeric_limits<int16_t>::max() + 1);
+  ASSERT_EQ(events.size(), 2u + 1 + 3 + 3 + 1 + (2 + spans.size()) + 1 + kMaxInlineTicks);
+  const json& op = events[0];
+  EXPECT_EQ(op["tid"], kMin16 + 1);
+  EXPECT_EQ(op["args"]["bytes"], kMax);
+  EXPECT_EQ(op["args"]["shape"], json(std::vector<int64_t>(kMaxInlineDims, kMin)));
+  EXPECT_EQ(op["args"]["dtype"], "unknown");
+  EXPECT_EQ(op["args"]["fused_tensors"], 65535);
+  EXPECT_EQ(op["args"]["error"], "n");
+  EXPECT_EQ(events[1]["name"], "MEMCPY_IN_FUSION_BUFFER");
   EXPECT_EQ(events[2]["tid"], 0);  // rank -1's lane
-  EXPECT_EQ(events[5]["args"]["rank"], kMin32);
-  EXPECT_DOUBLE_EQ(events[5]["args"]["lag_us"].get<double>(), -9223372036854775.808);
-  EXPECT_DOUBLE_EQ(events[6]["args"]["lag_us"].get<double>(), 9223372036854775.807);
-  EXPECT_EQ(events[7]["args"]["last_rank"], kMin32);
-  EXPECT_DOUBLE_EQ(events[7]["args"]["spread_us"].get<double>(), -9223372036854775.808);
-  EXPECT_EQ(events[8]["args"]["cycle"], kMin);
-  EXPECT_DOUBLE_EQ(events[9]["args"]["rank -2147483648"].get<double>(), -1.7976931348623157e308);
-  EXPECT_EQ(events[10]["args"]["message"], "n");
+  const json& negotiation = events[3];
+  EXPECT_EQ(negotiation["args"]["last_rank"], kMin32);
+  EXPECT_DOUBLE_EQ(negotiation["args"]["spread_us"].get<double>(), -9223372036854775.808);
+  EXPECT_DOUBLE_EQ(events[4]["args"]["lag_us"].get<double>(), -9223372036854775.808);
+  EXPECT_DOUBLE_EQ(events[5]["args"]["lag_us"].get<double>(), 9223372036854775.807);
+  EXPECT_EQ(events[6]["args"]["cycle"], kMin);
+  EXPECT_DOUBLE_EQ(events[7]["args"]["rank -2147483648"].get<double>(), -1.7976931348623157e308);
+  EXPECT_EQ(events[8]["args"]["message"], "n");
+  EXPECT_EQ(events[9]["args"]["step"], kMin);
+  EXPECT_EQ(events[9]["tid"], std::numeric_limits<int16_t>::max() + 1);
+  const json& barrier = events[10];
+  EXPECT_EQ(barrier["name"], "BARRIER");
+  EXPECT_EQ(barrier["tid"], kMin16 + 1);
+  EXPECT_EQ(barrier["args"]["error"], "n");
+  EXPECT_FALSE(barrier["args"].contains("shape"));  // the lane's args, written just above
+  const json& inline_negotiation = events[12 + spans.size()];
+  EXPECT_EQ(inline_negotiation["args"]["error"], "n");
+  const json& last_tick = events.back();
+  EXPECT_EQ(last_tick["name"], std::to_string(kMin32));
+  EXPECT_EQ(last_tick["ts"].get<double>(), inline_negotiation["ts"].get<double>());
 }
 
 TEST(EventFormatter, EscapesNamesAndMessages) {
@@ -154,10 +162,10 @@ TEST(EventFormatter, EscapesNamesAndMessages) {
       if (e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == pid) {
         process_names.push_back(e["args"]["name"]);
       }
-      if (e["ph"] == "E" && e["pid"] == pid && e.contains("args")) {
+      if (e["ph"] == "X" && e["pid"] == pid && e.value("args", json::object()).contains("error")) {
         errors.push_back(e["args"]["error"]);
       }
-      if (e["ph"] == "i" && e["ts"] == static_cast<double>(i)) {
+      if (e["ph"] == "i" && e.value("s", "") == "g" && e["ts"] == static_cast<double>(i)) {
         instants.push_back(e["name"]);
         messages.push_back(e["args"]["message"]);
       }
@@ -188,7 +196,7 @@ TEST(EventFormatter, InvalidUtf8BecomesReplacementCharacters) {
   std::vector<uint32_t> ids;
   for (const auto& [raw, expected] : cases) {
     ids.push_back(strings.intern(raw));
-    records.push_back(negotiate_begin(ids.back(), at_us(1)));
+    records.push_back(negotiation(ids.back(), at_us(1), at_us(2), {{0, at_us(1)}}));
   }
   const json trace = format_events(strings, records);  // throws if the UTF-8 is not valid
   for (size_t i = 0; i < cases.size(); ++i) {

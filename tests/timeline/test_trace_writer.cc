@@ -25,6 +25,7 @@
 #include "ranktime/timeline/string_table.h"
 #include "ranktime/timeline/trace_writer.h"
 #include "trace_files.h"
+#include "trace_nesting.h"
 #include "trace_test_data.h"
 
 namespace ranktime::timeline::test {
@@ -78,8 +79,7 @@ TEST(TraceWriter, TensorAndLaneMetadataWrittenOncePerFile) {
   for (int step = 0; step < 3; ++step) {
     const int64_t t0 = at_us(1000 * step);
     for (uint32_t tensor : {a, b}) {
-      writer->push(negotiate_begin(tensor, t0));
-      writer->push(negotiate_end(tensor, t0 + 10, 0, 0));
+      writer->push(negotiation(tensor, t0, t0 + 10, {{0, t0}}));
       for (int16_t rank : {0, 1, 3}) {
         writer->push(op_begin(tensor, rank, t0 + 20));
         writer->push(op_end(tensor, rank, t0 + 30));
@@ -130,14 +130,16 @@ TEST(TraceWriter, TensorAndLaneMetadataWrittenOncePerFile) {
   // Another file starts over: the names are written again there.
   auto second = open_or_fail(options_for(dir.file("second.json")), strings);
   second->push(op_begin(a, 0, at_us(1)));
+  second->push(op_end(a, 0, at_us(2)));
   second->close();
   const json second_trace = read_trace(dir.file("second.json"));
   EXPECT_EQ(metadata_named(second_trace, "process_name").size(), 2u);  // ranktime + a.weight
   EXPECT_EQ(metadata_named(second_trace, "thread_name").size(), 3u);   // cycles, negotiate, rank 0
 }
 
-// A realistic run: several tensors, four ranks, negotiations then nested operation slices, the
-// ranks' batches interleaved. Within each (pid, tid) events must nest and be in time order.
+// A realistic run: several tensors, four ranks, negotiations then operation slices with their
+// sub-phases, the ranks' batches interleaved. Within each (pid, tid) events are in time order,
+// sub-phases and ticks follow the slice they belong to, and Perfetto nests them the same way.
 TEST(TraceWriter, SlicesNestAndStayInOrderPerThread) {
   TempDir dir;
   StringTable strings;
@@ -145,7 +147,6 @@ TEST(TraceWriter, SlicesNestAndStayInOrderPerThread) {
   for (int i = 0; i < 5; ++i) tensors.push_back(strings.intern("tensor." + std::to_string(i)));
   auto writer = open_or_fail(options_for(dir.file("t.json")), strings);
   constexpr int kRanks = 4;
-  size_t records = 0;
   for (int step = 0; step < 40; ++step) {
     const int64_t t0 = at_us(10000.0 * step);
     for (uint32_t tensor : tensors) {
@@ -154,7 +155,6 @@ TEST(TraceWriter, SlicesNestAndStayInOrderPerThread) {
       for (int r = 0; r < kRanks; ++r) batch.push_back(tick(tensor, r, t0 + 100 * r, 100 * r));
       batch.push_back(negotiate_end(tensor, t0 + 500, kRanks - 1, 300));
       writer->push(batch.data(), batch.size());
-      records += batch.size();
     }
     for (int r = kRanks - 1; r >= 0; --r) {  // ranks' batches arrive in any order
       for (uint32_t tensor : tensors) {
@@ -169,7 +169,6 @@ TEST(TraceWriter, SlicesNestAndStayInOrderPerThread) {
             op_end(tensor, rank, b + 300),
         };
         EXPECT_EQ(writer->push(batch, 6), 0u);
-        records += 6;
       }
     }
     if (step % 7 == 0) writer->flush();
@@ -178,37 +177,41 @@ TEST(TraceWriter, SlicesNestAndStayInOrderPerThread) {
   const json trace = read_trace(dir.file("t.json"));
   EXPECT_EQ(writer->dropped(), 0u);
 
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::string>> stacks;
   std::map<std::pair<int64_t, int64_t>, double> last_ts;
-  size_t slices = 0, ticks = 0;
-  for (const json& e : trace) {
-    if (e["ph"] == "M") continue;
+  size_t slices = 0, ticks = 0, flows = 0;
+  const Nesting nesting = format_nesting(trace);
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const json& e = trace[i];
+    if (e["ph"] == "s" || e["ph"] == "f") {
+      ++flows;
+      continue;
+    }
+    if (e["ph"] != "X") continue;
     const std::pair<int64_t, int64_t> thread{e["pid"], e["tid"]};
     const double ts = e["ts"];
     if (last_ts.count(thread) != 0) {
       EXPECT_LE(last_ts[thread], ts) << e.dump();
     }
     last_ts[thread] = ts;
-    std::vector<std::string>& stack = stacks[thread];
-    if (e["ph"] == "B") {
-      stack.push_back(e["name"]);
-    } else if (e["ph"] == "E") {
-      ASSERT_FALSE(stack.empty()) << e.dump();
-      EXPECT_EQ(stack.back(), e["name"]) << e.dump();
-      stack.pop_back();
-      ++slices;
-    } else if (e["ph"] == "X") {
-      EXPECT_EQ(stack, std::vector<std::string>{"NEGOTIATE_ALLREDUCE"}) << "tick outside its slice";
+    if (e["tid"] == 0 && e["name"] != "NEGOTIATE_ALLREDUCE") {
+      ASSERT_GE(nesting.parent[i], 0) << "tick outside its slice: " << e.dump();
+      const json& parent = trace[nesting.parent[i]];
+      EXPECT_EQ(parent["name"], "NEGOTIATE_ALLREDUCE");
+      EXPECT_LE(parent["ts"].get<double>(), ts);
+      EXPECT_LT(ts, parent["ts"].get<double>() + parent["dur"].get<double>());
       ++ticks;
+    } else {
+      ++slices;
     }
   }
-  for (const auto& [thread, stack] : stacks) EXPECT_TRUE(stack.empty());
+  EXPECT_TRUE(nesting_differences(trace).empty())
+      << ::testing::PrintToString(nesting_differences(trace));
   EXPECT_EQ(ticks, 40u * 5 * kRanks);
   EXPECT_EQ(slices, 40u * 5 * (1 + kRanks * 5));
-  EXPECT_EQ(stacks.size(), 5u * (1 + kRanks));
+  EXPECT_EQ(flows, 40u * 5 * 2);  // one arrow per negotiation, into rank 0's slice
+  EXPECT_EQ(last_ts.size(), 5u * (1 + kRanks));
   EXPECT_EQ(writer->events_written(), trace.size());
   EXPECT_EQ(trace.back()["args"]["events_written"], trace.size());
-  (void)records;
 }
 
 TEST(TraceWriter, FileIsCompleteAfterEveryFlushWhileOpen) {
@@ -231,7 +234,7 @@ TEST(TraceWriter, FileIsCompleteAfterEveryFlushWhileOpen) {
   }
   writer->close();
   const json trace = read_trace(dir.file("t.json"));
-  EXPECT_EQ(events_other_than_metadata(trace).size(), 2u * 100 * (1 + 2 + 3 + 4 + 5));
+  EXPECT_EQ(events_other_than_metadata(trace).size(), 100u * (1 + 2 + 3 + 4 + 5));
 }
 
 // Polls the file (no flush() call) until it holds `events` events, for up to 20 s.
@@ -328,7 +331,7 @@ TEST(TraceWriter, WritesOnIdleCoresAndWhenHalfFullWithoutFlush) {
     for (int i = 0; i < spans; ++i) {
       writer->push(span(tensor, 0, Phase::kQueue, at_us(i), at_us(i)));
     }
-    EXPECT_TRUE(file_reaches(path, header + 2 * spans));
+    EXPECT_TRUE(file_reaches(path, header + spans));
     writer->close();
     EXPECT_EQ(writer->dropped(), 0u);
   }
@@ -350,7 +353,7 @@ TEST(TraceWriter, DropsWhenTheBufferIsFullAndReportsThem) {
   EXPECT_EQ(writer->dropped(), 97u);
 
   const json trace = read_trace(dir.file("t.json"));
-  EXPECT_EQ(events_other_than_metadata(trace).size(), 8u);  // 4 spans, B and E each
+  EXPECT_EQ(events_other_than_metadata(trace).size(), 4u);  // 4 spans
   ASSERT_EQ(trace.back()["name"], "ranktime_run_end");
   EXPECT_EQ(trace.back()["args"]["events_dropped"], 96);
   EXPECT_EQ(trace.back()["args"]["events_written"], trace.size());
@@ -444,7 +447,7 @@ TEST(TraceWriter, ConcurrentProducersLoseNothingWithEnoughCapacity) {
   EXPECT_EQ(writer->dropped(), 0u);
   std::map<int64_t, std::vector<double>> begins;
   for (const json& e : trace) {
-    if (e["ph"] == "B") begins[e["pid"]].push_back(e["ts"]);
+    if (e["ph"] == "X") begins[e["pid"]].push_back(e["ts"]);
   }
   ASSERT_EQ(begins.size(), static_cast<size_t>(kThreads));
   for (const auto& [pid, ts] : begins) {

@@ -1,5 +1,6 @@
 // TraceWriter tests of SIGINT/SIGTERM (install_signal_flush): every open writer is flushed and
-// closed, then the signal takes its course.
+// closed, then the signal takes its course; and of SIGKILL, after which a file holds what was
+// flushed.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,7 +73,7 @@ volatile sig_atomic_t g_previous_handler_ran = 0;
 void expect_complete_after_signal(const std::string& a, const std::string& b) {
   const json first = read_trace(a);
   size_t spans = 0;
-  for (const json& e : first) spans += e["ph"] == "B";
+  for (const json& e : first) spans += e["ph"] == "X";
   EXPECT_EQ(spans, static_cast<size_t>(kSignalRecords));
   ASSERT_EQ(first.back()["name"], "ranktime_run_end");
   EXPECT_EQ(first.back()["args"]["events_written"], first.size());
@@ -88,9 +89,9 @@ void expect_complete_after_signal(const std::string& a, const std::string& b) {
   EXPECT_EQ(second.back()["name"], "ranktime_run_end");
 }
 
-void expect_signal_flushes_and_kills(int sig) {
+void expect_signal_flushes_and_kills(int sig, const std::string& extension = ".json") {
   TempDir dir;
-  const std::string a = dir.file("a.json"), b = dir.file("b.json");
+  const std::string a = dir.file("a" + extension), b = dir.file("b" + extension);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) child_pushes_then_signals(sig, a, b, false);
@@ -107,6 +108,60 @@ TEST(TraceWriterSignals, SigtermFlushesEveryOpenWriterThenKills) {
 
 TEST(TraceWriterSignals, SigintFlushesEveryOpenWriterThenKills) {
   expect_signal_flushes_and_kills(SIGINT);
+}
+
+TEST(TraceWriterSignals, SigtermCompletesAGzipStream) {  // read_trace() checks the stream too
+  expect_signal_flushes_and_kills(SIGTERM, ".json.gz");
+}
+
+// SIGKILL leaves no chance to close: a gzip file still decompresses, as a whole stream and a
+// complete array, to every event up to the last flush (each piece ends with a sync flush and a
+// closing block that the next piece overwrites).
+TEST(TraceWriterSignals, AfterSigkillAGzipFileHoldsEveryEventUpToTheLastFlush) {
+  TempDir dir;
+  const std::string path = dir.file("t.json.gz");
+  int progress[2];
+  ASSERT_EQ(pipe(progress), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(60);
+    close(progress[0]);
+    StringTable strings;
+    std::vector<uint32_t> tensors;
+    for (int i = 0; i < 10; ++i) tensors.push_back(strings.intern("g" + std::to_string(i)));
+    std::string error;
+    auto writer = TraceWriter::open(options_for(path), two_rank_metadata(), strings, &error);
+    if (!writer) _exit(3);
+    for (int step = 0; step < 5; ++step) {
+      const std::vector<Record> records = training_step(tensors, 3, step, at_us(20000.0 * step));
+      writer->push(records.data(), records.size());
+      writer->flush();
+      const char done = static_cast<char>(step);
+      if (write(progress[1], &done, 1) != 1) _exit(4);
+    }
+    // More records, never flushed: the kill loses them.
+    const std::vector<Record> records = training_step(tensors, 3, 5, at_us(100000));
+    writer->push(records.data(), records.size());
+    for (;;) pause();
+  }
+  close(progress[1]);
+  char done = 0;
+  for (int step = 0; step < 5; ++step) ASSERT_EQ(read(progress[0], &done, 1), 1);
+  close(progress[0]);
+  kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+
+  const json trace = read_trace(path);  // throws unless a whole stream and a complete array
+  EXPECT_NE(trace.back()["name"], "ranktime_run_end");
+  std::vector<int64_t> steps;
+  for (const json& e : trace) {
+    if (e["name"] == "STEP" && e["tid"] == 1) steps.push_back(e["args"]["step"]);
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2, 3, 4}));
 }
 
 // The runtime's thread keeps pushing while the signal is handled: the file must still end

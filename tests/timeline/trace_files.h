@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -40,11 +41,37 @@ class TempDir {
   std::string path_;
 };
 
-// Parses the whole file; throws (failing the test) unless it is one complete JSON document.
+// The text of a file, decompressed when it is gzip (zlib's gzread decompresses one stream and
+// what follows it; `complete` says whether it ended as a whole gzip stream should).
+inline std::string file_text(const std::string& path, bool* complete = nullptr) {
+  gzFile in = gzopen(path.c_str(), "rb");
+  if (in == nullptr) throw std::runtime_error("cannot read " + path);
+  std::string text;
+  char buffer[1 << 16];
+  int n = 0;
+  while ((n = gzread(in, buffer, sizeof(buffer))) > 0) text.append(buffer, static_cast<size_t>(n));
+  int error = Z_OK;
+  gzerror(in, &error);
+  if (complete != nullptr) *complete = n == 0 && error == Z_OK;
+  gzclose(in);
+  return text;
+}
+
+// Parses the whole file (decompressed if gzip); throws (failing the test) unless it is one
+// complete JSON document.
 inline json read_trace(const std::string& path) {
+  bool complete = false;
+  const std::string text = file_text(path, &complete);
+  if (!complete) throw std::runtime_error(path + " is not a complete gzip stream");
+  return json::parse(text);
+}
+
+inline bool is_gzip_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  return json::parse(in);
+  char magic[2] = {};
+  in.read(magic, 2);
+  return in && static_cast<unsigned char>(magic[0]) == 0x1f &&
+         static_cast<unsigned char>(magic[1]) == 0x8b;
 }
 
 inline TraceWriterOptions options_for(const std::string& path) {

@@ -34,7 +34,8 @@ inline RunMetadata two_rank_metadata() {
   return m;
 }
 
-// The events a file with two_rank_metadata() opens with: pid 0's names, then `ranktime_run`.
+// The events a file with two_rank_metadata() opens with: pid 0's names, then the `ranktime_run`
+// instant at the run start.
 inline std::vector<json> two_rank_metadata_events() {
   return {
       json::parse(R"({"name":"process_name","ph":"M","pid":0,"tid":0,
@@ -43,20 +44,27 @@ inline std::vector<json> two_rank_metadata_events() {
                       "args":{"sort_index":-1}})"),
       json::parse(R"({"name":"thread_name","ph":"M","pid":0,"tid":0,
                       "args":{"name":"cycles"}})"),
-      json::parse(R"({"name":"ranktime_run","ph":"M","pid":0,"tid":0,"args":{
+      json::parse(R"({"name":"ranktime_run","ph":"i","pid":0,"tid":0,"ts":0.0,"args":{
           "ranks":2,"hostnames":["n1","n1"],"pids":[411,412],
           "start_time_since_epoch_in_micros":1795000000000000,
           "config":{"RANKTIME_CYCLE_TIME_MS":"5","TIMELINE_MARK_CYCLES":"0"},
           "clock_offsets_us":[0,-0.4],"clock_uncertainty_us":[0,1.1],
-          "mark_cycles":false,"all_ranks":true}})"),
+          "mark_cycles":false,"all_ranks":true,"file_index":0}})"),
   };
 }
 
-// The `ranktime_run_end` that closes a file of 5 events opened with two_rank_metadata().
+// The `ranktime_run_end` that closes a file of 5 events opened with two_rank_metadata() and
+// holding nothing after the run start.
 inline json two_rank_run_end_event() {
-  return json::parse(R"({"name":"ranktime_run_end","ph":"M","pid":0,"tid":0,
+  return json::parse(R"({"name":"ranktime_run_end","ph":"i","pid":0,"tid":0,"ts":0.0,
       "args":{"events_written":5,"events_dropped":0,
               "clock_offsets_us":[0,-0.4],"clock_uncertainty_us":[0,1.1]}})");
+}
+
+// The M names that both Chrome's trace viewer and Perfetto know; a file has no others.
+inline bool is_known_metadata_name(const std::string& name) {
+  return name == "process_name" || name == "process_sort_index" || name == "thread_name" ||
+         name == "thread_sort_index";
 }
 
 // Record builders; times are microseconds after the run start (converted to ns on rank 0's clock).
@@ -155,6 +163,10 @@ inline Record instant(int64_t ts_ns, uint32_t name, uint32_t message) {
   return r;
 }
 
+inline Record step(int16_t rank, int64_t number, int64_t begin_ns, int64_t end_ns) {
+  return step_record(rank, number, begin_ns, end_ns);
+}
+
 inline Record counter(int64_t ts_ns, uint32_t name, int32_t series, double value) {
   Record r;
   r.kind = RecordKind::kCounter;
@@ -190,11 +202,76 @@ inline std::vector<Record> batch(int16_t rank, Phase phase, int64_t arrival_ns, 
   return records;
 }
 
+// A negotiation of `tensor` as one record: rank ranks[i] ready at ready_ns[i] (in readiness
+// order), from `begin_ns` to `end_ns`.
+inline Record negotiation(uint32_t tensor, int64_t begin_ns, int64_t end_ns,
+                          const std::vector<std::pair<int32_t, int64_t>>& ready,
+                          uint32_t error_string = 0, Phase phase = Phase::kNegotiateAllreduce) {
+  Record r = negotiate_begin(tensor, begin_ns, phase);
+  r.kind = RecordKind::kNegotiation;
+  r.end_ns = end_ns;
+  r.args.negotiation.error_string = error_string;
+  r.args.negotiation.ticks = static_cast<uint16_t>(ready.size());
+  for (size_t i = 0; i < ready.size() && i < static_cast<size_t>(kMaxInlineTicks); ++i) {
+    r.args.negotiation.rank[i] = ready[i].first;
+    r.args.negotiation.ready_ns[i] = ready[i].second;
+  }
+  return r;
+}
+
+// One training step's records as rank 0's runtime pushes them: a cycle marker, each tensor's
+// negotiation (rank r ready 30 us x r late), every rank's step mark and its fused batches of up
+// to 4 tensors (QUEUE, a copy in, the collective, a copy out), from `t0` on.
+inline std::vector<Record> training_step(const std::vector<uint32_t>& tensors, int ranks,
+                                         int64_t number, int64_t t0) {
+  std::vector<Record> records = {cycle(t0, number + 1)};
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const int64_t ready = t0 + 1'000 * static_cast<int64_t>(i);
+    std::vector<std::pair<int32_t, int64_t>> ticks;
+    for (int r = 0; r < ranks; ++r) ticks.emplace_back(r, ready + 30'000 * r);
+    records.push_back(negotiation(tensors[i], ready, ready + 30'000 * ranks, ticks));
+  }
+  const int64_t begin = t0 + 1'000 * static_cast<int64_t>(tensors.size()) + 30'000 * ranks;
+  for (int r = ranks - 1; r >= 0; --r) {  // other ranks' lanes arrive first
+    const auto rank = static_cast<int16_t>(r);
+    records.push_back(step(rank, number, t0 + 7'000 * r, t0 + 10'000'000 + 7'000 * r));
+    for (size_t first = 0; first < tensors.size(); first += 4) {
+      const int64_t b = begin + 100'000 * static_cast<int64_t>(first) + 1'000 * r;
+      std::vector<Record> fused;
+      for (size_t i = first; i < first + 4 && i < tensors.size(); ++i) {
+        fused.push_back(op_begin(tensors[i], rank, 0, Phase::kAllreduce, 6,
+                                 {64, static_cast<int64_t>(i)}, 256 * static_cast<int64_t>(i), 0));
+      }
+      const SpanList spans = {{Phase::kMemcpyInFusionBuffer, {b + 5'000, b + 9'000}},
+                              {Phase::kMpiAllreduce, {b + 9'000, b + 60'000}},
+                              {Phase::kMemcpyOutFusionBuffer, {b + 60'000, b + 64'000}}};
+      const std::vector<Record> one =
+          batch(rank, Phase::kAllreduce, b, b + 5'000, b + 64'000, spans, fused);
+      records.insert(records.end(), one.begin(), one.end());
+    }
+  }
+  return records;
+}
+
 // JSON helpers over a parsed trace (a file's array, or the formatter's events).
+inline bool is_run_metadata(const json& e) {
+  return e.at("ph") == "i" &&
+         (e.at("name") == "ranktime_run" || e.at("name") == "ranktime_run_end");
+}
+
+// The events of a trace but its metadata (M events and the run's instants).
 inline std::vector<json> events_other_than_metadata(const json& trace) {
   std::vector<json> events;
   for (const json& e : trace) {
-    if (e.at("ph") != "M") events.push_back(e);
+    if (e.at("ph") != "M" && !is_run_metadata(e)) events.push_back(e);
+  }
+  return events;
+}
+
+inline std::vector<json> events_named(const json& trace, const std::string& name) {
+  std::vector<json> events;
+  for (const json& e : trace) {
+    if (e.at("name") == name) events.push_back(e);
   }
   return events;
 }

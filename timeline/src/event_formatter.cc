@@ -23,6 +23,9 @@ std::string_view quoted_dtype(uint8_t dtype) {
                                                                   : "\"unknown\"";
 }
 
+// The flow arrows' name: from the last rank's readiness to the processing that waited for it.
+constexpr std::string_view kFlowName = "\"last_ready\"";
+
 // `,\n{"name":"<name>","ph":"M","pid":P,"tid":T,"args":{` (the caller closes both braces).
 void open_metadata(std::string_view name, int64_t pid, int64_t tid, TextBuffer* out) {
   out->append(",\n{\"name\":\"");
@@ -31,6 +34,30 @@ void open_metadata(std::string_view name, int64_t pid, int64_t tid, TextBuffer* 
   json::append_int(pid, out);
   out->append(",\"tid\":");
   json::append_int(tid, out);
+  out->append(",\"args\":{");
+}
+
+// A thread's name and sort index: `name` is quoted JSON text.
+size_t name_thread(int64_t pid, int64_t tid, std::string_view name, TextBuffer* out) {
+  open_metadata("thread_name", pid, tid, out);
+  out->append("\"name\":");
+  out->append(name);
+  out->append("}}");
+  open_metadata("thread_sort_index", pid, tid, out);
+  out->append("\"sort_index\":");
+  json::append_int(tid, out);
+  out->append("}}");
+  return 2;
+}
+
+// `,\n{"name":"<name>","ph":"i","pid":0,"tid":0,"ts":TS,"args":{` (the caller closes both
+// braces): a run-level instant that both viewers show with its args.
+void open_run_instant(std::string_view name, int64_t ts_ns, TextBuffer* out) {
+  out->append(",\n{\"name\":\"");
+  out->append(name);
+  out->append("\",\"ph\":\"i\",\"pid\":0,\"tid\":0,\"ts\":");
+  char text[json::kMaxUs3];
+  out->append(std::string_view(text, static_cast<size_t>(json::write_us3(text, ts_ns) - text)));
   out->append(",\"args\":{");
 }
 
@@ -55,10 +82,11 @@ void append_doubles(const std::vector<double>& values, TextBuffer* out) {
   append_array(values, json::append_double, out);
 }
 
-// Room for one event's fixed parts (keys, pid, tid, timestamp, closing braces, a few short
-// args); names, phase, messages and an operation's args are added to it by size. Exceeding
-// it is a bug (EventText aborts); the ExtremeValues test writes every field at its widest.
-// Worst cases: open() 105 bytes + name; a tick 185; a negotiation end 170 + phase and error.
+// Room for one event's fixed parts (keys, pid, tid, timestamp, duration, closing braces, a few
+// short args); names, phase, messages and an operation's args are added to it by size.
+// Exceeding it is a bug (EventText aborts); the ExtremeValues test writes every field at its
+// widest. Worst cases: complete() 140 bytes + name; a tick with its lag 180; a flow's two ends
+// 2 x 130.
 constexpr size_t kEventRoom = 200;
 constexpr size_t kOpArgsRoom = 128 + kMaxInlineDims * 21;
 
@@ -119,78 +147,111 @@ class EventText {
     us3(ts);
   }
 
+  // A complete slice from `begin` to `end`: `open(...,'X',...),"dur":D` (no closing brace).
+  void complete(std::string_view quoted_name, const PidSlot& pid, int64_t tid, int64_t begin,
+                int64_t end) {
+    open(quoted_name, 'X', pid, tid, begin);
+    lit(",\"dur\":");
+    us3(difference(end, begin));
+  }
+
+  // later - earlier, wrapping instead of overflowing on corrupt input.
+  static int64_t difference(int64_t later, int64_t earlier) {
+    return static_cast<int64_t>(static_cast<uint64_t>(later) - static_cast<uint64_t>(earlier));
+  }
+
  private:
   TextBuffer* out_;
   char* p_;
   const char* end_;
 };
 
-constexpr size_t kOpBeginRoom = kEventRoom + kOpArgsRoom;
+// A sub-phase (or any slice without args): a complete event.
+void slice_text(std::string_view phase, const PidSlot& pid, int64_t tid, int64_t begin, int64_t end,
+                EventText* t) {
+  t->complete(phase, pid, tid, begin, end);
+  t->chr('}');
+}
 
-// An operation slice's args and the event's closing brace.
-void op_args_text(const OpArgs& op, uint16_t fused_tensors, EventText* t) {
-  t->lit(",\"args\":{\"dtype\":");
-  t->str(quoted_dtype(op.dtype));
-  t->lit(",\"shape\":[");
+// A key for the dtype, shape and bytes of an operation: a lane writes them again only when it
+// changes. Never 0 ("none written yet").
+uint64_t op_args_key(const OpArgs& op) {
+  auto mix = [](uint64_t h, uint64_t v) {  // splitmix64 over the running value
+    uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  uint64_t h = mix(op.dtype, op.ndim);
   const int kept = op.ndim < kMaxInlineDims ? op.ndim : kMaxInlineDims;
-  for (int d = 0; d < kept; ++d) {
-    if (d != 0) t->chr(',');
-    t->num(op.dims[d]);
+  for (int d = 0; d < kept; ++d) h = mix(h, static_cast<uint64_t>(op.dims[d]));
+  h = mix(h, static_cast<uint64_t>(op.bytes));
+  return h | 1;
+}
+
+// An operation slice's args, if it has any to write: dtype, shape and bytes where they differ
+// from the lane's last (*lane_key, updated), fused_tensors above 1, the error if any.
+void op_args_text(const OpArgs& op, uint16_t fused_tensors, std::string_view error,
+                  uint64_t* lane_key, EventText* t) {
+  const uint64_t key = op_args_key(op);
+  const bool shape = key != *lane_key;
+  if (!shape && fused_tensors <= 1 && error.empty()) return;
+  t->lit(",\"args\":{");
+  bool first = true;
+  auto separate = [&] {
+    if (!first) t->chr(',');
+    first = false;
+  };
+  if (shape) {
+    *lane_key = key;
+    separate();
+    t->lit("\"dtype\":");
+    t->str(quoted_dtype(op.dtype));
+    t->lit(",\"shape\":[");
+    const int kept = op.ndim < kMaxInlineDims ? op.ndim : kMaxInlineDims;
+    for (int d = 0; d < kept; ++d) {
+      if (d != 0) t->chr(',');
+      t->num(op.dims[d]);
+    }
+    t->chr(']');
+    if (op.ndim > kMaxInlineDims) t->lit(",\"shape_truncated\":true");
+    t->lit(",\"bytes\":");
+    t->num(op.bytes);
   }
-  t->chr(']');
-  if (op.ndim > kMaxInlineDims) t->lit(",\"shape_truncated\":true");
-  t->lit(",\"bytes\":");
-  t->num(op.bytes);
-  t->lit(",\"fused_tensors\":");
-  t->num(fused_tensors);
-  t->lit("}}");
-}
-
-// The 'B' of an operation slice with its args.
-void op_begin_text(std::string_view phase, int64_t pid, int64_t tid, int64_t ts, const OpArgs& op,
-                   uint16_t fused_tensors, EventText* t) {
-  t->open(phase, 'B', pid, tid, ts);
-  op_args_text(op, fused_tensors, t);
-}
-
-// The 'E' of an operation slice; `error` is the quoted message, or empty for none.
-void op_end_text(std::string_view phase, const PidSlot& pid, int64_t tid, int64_t ts,
-                 std::string_view error, EventText* t) {
-  t->open(phase, 'E', pid, tid, ts);
+  if (fused_tensors > 1) {
+    separate();
+    t->lit("\"fused_tensors\":");
+    t->num(fused_tensors);
+  }
   if (!error.empty()) {
-    t->lit(",\"args\":{\"error\":");
+    separate();
+    t->lit("\"error\":");
     t->str(error);
+  }
+  t->chr('}');
+}
+
+// A readiness tick: a zero-length 'X' named by the rank, inside its NEGOTIATE slice that begins
+// at `begin`. Its lag behind the first rank is written only where it is not ts - begin (a tick
+// or the slice's begin moved by clock-offset uncertainty).
+void tick_text(int64_t pid, int64_t ts, int64_t begin, int32_t rank, int64_t lag_ns, EventText* t) {
+  char name[24] = "\"";
+  char* end = std::to_chars(name + 1, name + sizeof(name) - 1, rank).ptr;
+  *end++ = '"';
+  t->open(std::string_view(name, static_cast<size_t>(end - name)), 'X', pid, 0, ts);
+  t->lit(",\"dur\":0");
+  if (lag_ns != EventText::difference(ts, begin)) {
+    t->lit(",\"args\":{\"lag_us\":");
+    t->us3(lag_ns);
     t->chr('}');
   }
   t->chr('}');
 }
 
-// A leaf sub-phase: its 'B' and its 'E'.
-void span_text(std::string_view phase, const PidSlot& pid, int64_t tid, int64_t begin, int64_t end,
-               EventText* t) {
-  t->open(phase, 'B', pid, tid, begin);
-  t->chr('}');
-  t->open(phase, 'E', pid, tid, end);
-  t->chr('}');
-}
-
-// A readiness tick: a zero-length 'X' named by the rank.
-void tick_text(int64_t pid, int64_t ts, int32_t rank, int64_t lag_ns, EventText* t) {
-  char name[24] = "\"";
-  char* end = std::to_chars(name + 1, name + sizeof(name) - 1, rank).ptr;
-  *end++ = '"';
-  t->open(std::string_view(name, static_cast<size_t>(end - name)), 'X', pid, 0, ts);
-  t->lit(",\"dur\":0,\"args\":{\"rank\":");
-  t->num(rank);
-  t->lit(",\"lag_us\":");
-  t->us3(lag_ns);
-  t->lit("}}");
-}
-
-// The 'E' of a NEGOTIATE_<OP> slice; `error` is the quoted message, or empty for none.
-void negotiate_end_text(std::string_view phase, int64_t pid, int64_t ts, int32_t last_rank,
-                        int64_t spread_ns, std::string_view error, EventText* t) {
-  t->open(phase, 'E', pid, 0, ts);
+// A NEGOTIATE_<OP> slice (without its ticks); `error` is the quoted message, or empty for none.
+void negotiation_text(std::string_view phase, int64_t pid, int64_t begin, int64_t end,
+                      int32_t last_rank, int64_t spread_ns, std::string_view error, EventText* t) {
+  t->complete(phase, pid, 0, begin, end);
   t->lit(",\"args\":{\"last_rank\":");
   t->num(last_rank);
   t->lit(",\"spread_us\":");
@@ -202,15 +263,10 @@ void negotiate_end_text(std::string_view phase, int64_t pid, int64_t ts, int32_t
   t->lit("}}");
 }
 
-// later - earlier, wrapping instead of overflowing on corrupt input.
-int64_t difference_ns(int64_t later, int64_t earlier) {
-  return static_cast<int64_t>(static_cast<uint64_t>(later) - static_cast<uint64_t>(earlier));
-}
-
 }  // namespace
 
 EventFormatter::EventFormatter(const StringTable& strings, int64_t start_ns)
-    : strings_(strings), start_ns_(start_ns) {
+    : strings_(strings), start_ns_(start_ns), latest_ns_(start_ns) {
   for (size_t i = 0; i < static_cast<size_t>(Phase::kCount); ++i) {
     std::string quoted_phase;
     json::append_string(phase_name(static_cast<Phase>(i)), &quoted_phase);
@@ -220,7 +276,8 @@ EventFormatter::EventFormatter(const StringTable& strings, int64_t start_ns)
   json::append_string(phase_name(Phase::kCount), &quoted_phases_.back());
 }
 
-size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, TextBuffer* out) {
+size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, int64_t at_ns,
+                                           uint64_t file_index, TextBuffer* out) {
   open_metadata("process_name", 0, 0, out);
   out->append("\"name\":\"ranktime\"}}");
   open_metadata("process_sort_index", 0, 0, out);
@@ -228,7 +285,8 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, TextBuff
   open_metadata("thread_name", 0, 0, out);
   out->append("\"name\":\"cycles\"}}");
 
-  open_metadata("ranktime_run", 0, 0, out);
+  latest_ns_ = at_ns;
+  open_run_instant("ranktime_run", at_ns - start_ns_, out);
   out->append("\"ranks\":");
   json::append_int(metadata.ranks, out);
   out->append(",\"hostnames\":");
@@ -253,25 +311,35 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, TextBuff
   out->append(metadata.mark_cycles ? "true" : "false");
   out->append(",\"all_ranks\":");
   out->append(metadata.all_ranks ? "true" : "false");
+  out->append(",\"file_index\":");
+  json::append_int(static_cast<int64_t>(file_index), out);
   out->append("}}");
   return 4;
 }
 
-size_t EventFormatter::append_run_end(uint64_t events_written, uint64_t events_dropped,
-                                      const std::vector<double>& clock_offsets_us,
-                                      const std::vector<double>& clock_uncertainty_us,
-                                      TextBuffer* out) {
-  open_metadata("ranktime_run_end", 0, 0, out);
+size_t EventFormatter::append_run_end(const RunEnd& end, TextBuffer* out) {
+  open_run_instant("ranktime_run_end", latest_ns_ - start_ns_, out);
   out->append("\"events_written\":");
-  json::append_int(static_cast<int64_t>(events_written), out);
+  json::append_int(static_cast<int64_t>(end.events_written), out);
   out->append(",\"events_dropped\":");
-  json::append_int(static_cast<int64_t>(events_dropped), out);
+  json::append_int(static_cast<int64_t>(end.events_dropped), out);
   out->append(",\"clock_offsets_us\":");
-  append_doubles(clock_offsets_us, out);
+  append_doubles(end.clock_offsets_us, out);
   out->append(",\"clock_uncertainty_us\":");
-  append_doubles(clock_uncertainty_us, out);
+  append_doubles(end.clock_uncertainty_us, out);
+  if (!end.next_file.empty()) {
+    out->append(",\"next_file\":");
+    append_quoted(end.next_file, out);
+  }
   out->append("}}");
   return 1;
+}
+
+void EventFormatter::start_file() {
+  tensors_.clear();
+  sparse_tensors_.clear();
+  step_threads_named_.clear();
+  for (LaneBatch& batch : batches_) batch.subphases_written = false;
 }
 
 const std::string& EventFormatter::quoted(uint32_t id) {
@@ -320,22 +388,13 @@ size_t EventFormatter::name_tensor(uint32_t tensor, TextBuffer* out) {
 
 size_t EventFormatter::name_lane(uint32_t tensor, int16_t rank, TextBuffer* out) {
   size_t events = name_tensor(tensor, out);
-  std::vector<bool>& lanes = tensor_state(tensor).lanes_named;
+  std::vector<LaneState>& lanes = tensor_state(tensor).lanes;
   const auto lane = static_cast<uint16_t>(rank);
-  if (lane < lanes.size() && lanes[lane]) return events;
+  if (lane < lanes.size() && lanes[lane].named) return events;
   if (lane >= lanes.size()) lanes.resize(size_t{lane} + 1);
-  lanes[lane] = true;
-  const int64_t pid = int64_t{tensor} + 1;
-  const int64_t tid = int64_t{rank} + 1;
-  open_metadata("thread_name", pid, tid, out);
-  out->append("\"name\":\"rank ");
-  json::append_int(rank, out);
-  out->append("\"}}");
-  open_metadata("thread_sort_index", pid, tid, out);
-  out->append("\"sort_index\":");
-  json::append_int(tid, out);
-  out->append("}}");
-  return events + 2;
+  lanes[lane].named = true;
+  const std::string name = "\"rank " + std::to_string(rank) + "\"";
+  return events + name_thread(int64_t{tensor} + 1, int64_t{rank} + 1, name, out);
 }
 
 const std::string& EventFormatter::quoted_phase(Phase phase) const {
@@ -349,6 +408,35 @@ const std::string& EventFormatter::error_text(uint32_t error_string) {
   return error_string != 0 ? quoted(error_string) : no_error_;
 }
 
+size_t EventFormatter::append_flow(uint32_t tensor, int64_t op_ns, TextBuffer* out) {
+  TensorState& state = tensor_state(tensor);
+  if (!state.flow_pending) return 0;
+  state.flow_pending = false;
+  if (op_ns < state.flow_from_ns) return 0;  // an arrow back in time (clock uncertainty): none
+  const uint64_t id = ++flows_;
+  const int64_t pid = int64_t{tensor} + 1;
+  EventText t(out, 2 * kEventRoom);
+  t.lit(",\n{\"name\":");
+  t.str(kFlowName);
+  t.lit(",\"ph\":\"s\",\"id\":");
+  t.num(static_cast<int64_t>(id));
+  t.lit(",\"pid\":");
+  t.num(pid);
+  t.lit(",\"tid\":0,\"ts\":");
+  t.us3(state.flow_from_ns - start_ns_);
+  t.lit("}");
+  t.lit(",\n{\"name\":");
+  t.str(kFlowName);
+  t.lit(",\"ph\":\"f\",\"bp\":\"e\",\"id\":");
+  t.num(static_cast<int64_t>(id));
+  t.lit(",\"pid\":");
+  t.num(pid);
+  t.lit(",\"tid\":1,\"ts\":");
+  t.us3(op_ns - start_ns_);
+  t.lit("}");
+  return 2;
+}
+
 void EventFormatter::add_to_batch(const Record& record) {
   const auto lane = static_cast<uint16_t>(record.rank);
   if (lane >= batches_.size()) batches_.resize(size_t{lane} + 1);
@@ -357,6 +445,7 @@ void EventFormatter::add_to_batch(const Record& record) {
     batch.header = record;
     batch.spans.clear();
     batch.rendered = false;
+    batch.subphases_written = false;
     return;
   }
   if (batch.header.kind != RecordKind::kBatch ||
@@ -370,23 +459,22 @@ void EventFormatter::render_batch(LaneBatch* batch) {
   const Record& header = batch->header;
   const std::string& phase = quoted_phase(header.phase);
   const std::string& queue = quoted_phase(Phase::kQueue);
-  const std::string& error = error_text(header.args.batch.error_string);
-  size_t room = 2 * (kEventRoom + phase.size()) + error.size() + 2 * (kEventRoom + queue.size());
-  for (const Record& span : batch->spans)
-    room += 2 * (kEventRoom + quoted_phase(span.phase).size());
+  size_t room = kEventRoom + phase.size() + kEventRoom + queue.size();
+  for (const Record& span : batch->spans) room += kEventRoom + quoted_phase(span.phase).size();
   batch->text.clear();
   batch->cuts.clear();
   const PidSlot pid(&batch->cuts);
   const int64_t tid = int64_t{header.rank} + 1;
   EventText t(&batch->text, room);
-  t.open(phase, 'B', pid, tid, header.ts_ns - start_ns_);
+  t.complete(phase, pid, tid, header.ts_ns - start_ns_, header.end_ns - start_ns_);
   batch->cuts.push_back(t.written());  // the tensor's own args go here
-  span_text(queue, pid, tid, header.ts_ns - start_ns_, header.args.batch.start_ns - start_ns_, &t);
+  t.chr('}');
+  batch->cuts.push_back(t.written());  // the operation slice ends here
+  slice_text(queue, pid, tid, header.ts_ns - start_ns_, header.args.batch.start_ns - start_ns_, &t);
   for (const Record& span : batch->spans) {
-    span_text(quoted_phase(span.phase), pid, tid, span.ts_ns - start_ns_, span.end_ns - start_ns_,
-              &t);
+    slice_text(quoted_phase(span.phase), pid, tid, span.ts_ns - start_ns_, span.end_ns - start_ns_,
+               &t);
   }
-  op_end_text(phase, pid, tid, header.end_ns - start_ns_, error, &t);
   batch->rendered = true;
 }
 
@@ -399,25 +487,63 @@ size_t EventFormatter::append_batch_tensor(const Record& record, TextBuffer* out
   // rather than given another batch's times.
   if (header.kind != RecordKind::kBatch || batch.spans.size() != header.args.batch.spans) return 0;
   if (!batch.rendered) render_batch(&batch);
-  const size_t events = name_lane(record.tensor, record.rank, out);
-  // The batch's text with this tensor's pid at every cut but the second, its args there.
+  size_t events = name_lane(record.tensor, record.rank, out);
+  // The first tensor written (in this file) carries the batch's sub-phases; the others, whose
+  // sub-phases would be the same, only their operation slice.
+  const bool with_subphases = !batch.subphases_written;
+  batch.subphases_written = true;
+  const size_t cuts = with_subphases ? batch.cuts.size() : 3;
+  const std::string_view text =
+      with_subphases ? batch.text.view() : batch.text.view().substr(0, batch.cuts[2]);
   char pid[24];
   const size_t pid_size = static_cast<size_t>(
       std::to_chars(pid, pid + sizeof(pid), int64_t{record.tensor} + 1).ptr - pid);
-  const std::string_view text = batch.text.view();
-  EventText t(out, text.size() + batch.cuts.size() * pid_size + kOpArgsRoom);
-  size_t from = 0;
-  for (size_t i = 0; i < batch.cuts.size(); ++i) {
-    t.str(text.substr(from, batch.cuts[i] - from));
-    if (i == 1) {
-      op_args_text(record.args.op, header.args.batch.fused_tensors, &t);
-    } else {
-      t.str(std::string_view(pid, pid_size));
+  const std::string& error = error_text(header.args.batch.error_string);
+  uint64_t& lane_key = tensor_state(record.tensor).lanes[lane].op_args;
+  {
+    EventText t(out, text.size() + cuts * pid_size + kOpArgsRoom + error.size());
+    size_t from = 0;
+    for (size_t i = 0; i < cuts; ++i) {
+      t.str(text.substr(from, batch.cuts[i] - from));
+      if (i == 1) {
+        op_args_text(record.args.op, header.args.batch.fused_tensors, error, &lane_key, &t);
+      } else if (i != 2) {
+        t.str(std::string_view(pid, pid_size));
+      }
+      from = batch.cuts[i];
     }
-    from = batch.cuts[i];
+    t.str(text.substr(from));
   }
-  t.str(text.substr(from));
-  return events + batch.cuts.size() - 1;
+  events += with_subphases ? 2 + batch.spans.size() : 1;
+  note_time(header.end_ns);
+  if (record.rank == 0) events += append_flow(record.tensor, header.ts_ns, out);
+  return events;
+}
+
+size_t EventFormatter::append_operation(const OpenSlice& op, const Record& end, TextBuffer* out) {
+  const Record& begin = op.begin;
+  size_t events = name_lane(begin.tensor, begin.rank, out);
+  const std::string& phase = quoted_phase(begin.phase);
+  const std::string& error = error_text(end.args.op.error_string);
+  const int64_t pid = int64_t{begin.tensor} + 1;
+  const int64_t tid = int64_t{begin.rank} + 1;
+  uint64_t& lane_key = tensor_state(begin.tensor).lanes[static_cast<uint16_t>(begin.rank)].op_args;
+  size_t room = kEventRoom + phase.size() + kOpArgsRoom + error.size();
+  for (const Record& span : op.inner) room += kEventRoom + quoted_phase(span.phase).size();
+  {
+    EventText t(out, room);
+    t.complete(phase, pid, tid, begin.ts_ns - start_ns_, end.ts_ns - start_ns_);
+    op_args_text(begin.args.op, begin.args.op.fused_tensors, error, &lane_key, &t);
+    t.chr('}');
+    for (const Record& span : op.inner) {
+      slice_text(quoted_phase(span.phase), pid, tid, span.ts_ns - start_ns_,
+                 span.end_ns - start_ns_, &t);
+    }
+  }
+  events += 1 + op.inner.size();
+  note_time(end.ts_ns);
+  if (begin.rank == 0) events += append_flow(begin.tensor, begin.ts_ns, out);
+  return events;
 }
 
 size_t EventFormatter::append_negotiation(const Record& record, TextBuffer* out) {
@@ -428,42 +554,103 @@ size_t EventFormatter::append_negotiation(const Record& record, TextBuffer* out)
   const std::string& error = error_text(n.error_string);
   const std::string& phase = quoted_phase(record.phase);
   const int64_t pid = int64_t{record.tensor} + 1;
-  EventText t(out, (2 + ticks) * kEventRoom + 2 * phase.size() + error.size());
-  t.open(phase, 'B', pid, 0, record.ts_ns - start_ns_);
-  t.chr('}');
-  for (int i = 0; i < ticks; ++i) {
-    const int64_t at = tick_ns(n.ready_ns[i], record.ts_ns, record.end_ns);
-    tick_text(pid, at - start_ns_, n.rank[i], difference_ns(n.ready_ns[i], n.ready_ns[0]), &t);
+  const int64_t begin = record.ts_ns;
+  int64_t last_tick = begin;
+  {
+    EventText t(out, (1 + ticks) * kEventRoom + phase.size() + error.size());
+    negotiation_text(phase, pid, begin - start_ns_, record.end_ns - start_ns_, n.rank[ticks - 1],
+                     EventText::difference(n.ready_ns[ticks - 1], n.ready_ns[0]), error, &t);
+    for (int i = 0; i < ticks; ++i) {
+      last_tick = tick_ns(n.ready_ns[i], begin, record.end_ns);
+      tick_text(pid, last_tick - start_ns_, begin - start_ns_, n.rank[i],
+                EventText::difference(n.ready_ns[i], n.ready_ns[0]), &t);
+    }
   }
-  negotiate_end_text(phase, pid, record.end_ns - start_ns_, n.rank[ticks - 1],
-                     difference_ns(n.ready_ns[ticks - 1], n.ready_ns[0]), error, &t);
-  return events + 2 + static_cast<size_t>(ticks);
+  TensorState& state = tensor_state(record.tensor);
+  state.flow_pending = n.error_string == 0;  // a failed negotiation has no operation slice
+  state.flow_from_ns = last_tick;
+  note_time(record.end_ns);
+  return events + 1 + static_cast<size_t>(ticks);
+}
+
+size_t EventFormatter::append_negotiation(const OpenSlice& open, const Record& end,
+                                          TextBuffer* out) {
+  if (open.inner.empty()) return 0;  // corrupt: a negotiation has a tick per rank
+  const Record& begin = open.begin;
+  const size_t events = name_tensor(begin.tensor, out);
+  const NegotiateEndArgs& n = end.args.negotiate;
+  const std::string& error = error_text(n.error_string);
+  const std::string& phase = quoted_phase(begin.phase);
+  const int64_t pid = int64_t{begin.tensor} + 1;
+  {
+    EventText t(out, (1 + open.inner.size()) * kEventRoom + phase.size() + error.size());
+    negotiation_text(phase, pid, begin.ts_ns - start_ns_, end.ts_ns - start_ns_, n.last_rank,
+                     n.spread_ns, error, &t);
+    for (const Record& tick : open.inner) {
+      tick_text(pid, tick.ts_ns - start_ns_, begin.ts_ns - start_ns_, tick.args.tick.rank,
+                tick.args.tick.lag_ns, &t);
+    }
+  }
+  TensorState& state = tensor_state(begin.tensor);
+  state.flow_pending = n.error_string == 0;
+  state.flow_from_ns = open.inner.back().ts_ns;
+  note_time(end.ts_ns);
+  return events + 1 + open.inner.size();
+}
+
+size_t EventFormatter::append_step(const Record& record, TextBuffer* out) {
+  if (record.rank < 0) return 0;  // corrupt: tid 0 is the cycles thread
+  const auto rank = static_cast<size_t>(record.rank);
+  const int64_t tid = int64_t{record.rank} + 1;
+  size_t events = 0;
+  if (rank >= step_threads_named_.size()) step_threads_named_.resize(rank + 1);
+  if (!step_threads_named_[rank]) {
+    step_threads_named_[rank] = true;
+    events += name_thread(0, tid, "\"steps rank " + std::to_string(rank) + "\"", out);
+  }
+  EventText t(out, kEventRoom);
+  t.complete("\"STEP\"", 0, tid, record.ts_ns - start_ns_, record.end_ns - start_ns_);
+  t.lit(",\"args\":{\"step\":");
+  t.num(record.args.step.step);
+  t.lit("}}");
+  note_time(record.end_ns);
+  return events + 1;
 }
 
 size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
   const int64_t pid = int64_t{record.tensor} + 1;
   const int64_t lane_tid = int64_t{record.rank} + 1;
   const int64_t ts = record.ts_ns - start_ns_;
-  const std::string& phase = quoted_phase(record.phase);
+  const auto lane = static_cast<uint16_t>(record.rank);
   switch (record.kind) {
     case RecordKind::kOpBegin: {
-      const size_t events = name_lane(record.tensor, record.rank, out);
-      EventText t(out, kOpBeginRoom + phase.size());
-      op_begin_text(phase, pid, lane_tid, ts, record.args.op, record.args.op.fused_tensors, &t);
-      return events + 1;
+      if (lane >= open_operations_.size()) open_operations_.resize(size_t{lane} + 1);
+      OpenSlice& op = open_operations_[lane];  // one still open lost its end: it is left out
+      op.open = true;
+      op.begin = record;
+      op.inner.clear();
+      return 0;
     }
     case RecordKind::kOpEnd: {
-      const size_t events = name_lane(record.tensor, record.rank, out);
-      const std::string& error = error_text(record.args.op.error_string);
-      EventText t(out, kEventRoom + phase.size() + error.size());
-      op_end_text(phase, pid, lane_tid, ts, error, &t);
-      return events + 1;
+      if (lane >= open_operations_.size()) return 0;
+      OpenSlice& op = open_operations_[lane];
+      if (!op.open || op.begin.tensor != record.tensor) return 0;  // its begin was lost
+      op.open = false;
+      return append_operation(op, record, out);
     }
     case RecordKind::kSpan: {
+      if (lane < open_operations_.size() && open_operations_[lane].open &&
+          open_operations_[lane].begin.tensor == record.tensor) {
+        open_operations_[lane].inner.push_back(record);
+        return 0;
+      }
+      // A sub-phase on its own: written as it is.
       const size_t events = name_lane(record.tensor, record.rank, out);
-      EventText t(out, 2 * (kEventRoom + phase.size()));
-      span_text(phase, pid, lane_tid, ts, record.end_ns - start_ns_, &t);
-      return events + 2;
+      const std::string& phase = quoted_phase(record.phase);
+      EventText t(out, kEventRoom + phase.size());
+      slice_text(phase, pid, lane_tid, ts, record.end_ns - start_ns_, &t);
+      note_time(record.end_ns);
+      return events + 1;
     }
     case RecordKind::kBatch:
     case RecordKind::kBatchSpan:
@@ -472,28 +659,28 @@ size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
     case RecordKind::kBatchTensor:
       return append_batch_tensor(record, out);
     case RecordKind::kNegotiateBegin: {
-      const size_t events = name_tensor(record.tensor, out);
-      EventText t(out, kEventRoom + phase.size());
-      t.open(phase, 'B', pid, 0, ts);
-      t.chr('}');
-      return events + 1;
+      OpenSlice& n = open_negotiations_[record.tensor];  // one still open lost its end
+      n.open = true;
+      n.begin = record;
+      n.inner.clear();
+      return 0;
     }
     case RecordKind::kTick: {
-      const size_t events = name_tensor(record.tensor, out);
-      EventText t(out, kEventRoom);
-      tick_text(pid, ts, record.args.tick.rank, record.args.tick.lag_ns, &t);
-      return events + 1;
+      auto it = open_negotiations_.find(record.tensor);
+      if (it != open_negotiations_.end()) it->second.inner.push_back(record);
+      return 0;
     }
     case RecordKind::kNegotiateEnd: {
-      const NegotiateEndArgs& negotiate = record.args.negotiate;
-      const size_t events = name_tensor(record.tensor, out);
-      const std::string& error = error_text(negotiate.error_string);
-      EventText t(out, kEventRoom + phase.size() + error.size());
-      negotiate_end_text(phase, pid, ts, negotiate.last_rank, negotiate.spread_ns, error, &t);
-      return events + 1;
+      auto it = open_negotiations_.find(record.tensor);
+      if (it == open_negotiations_.end()) return 0;  // its begin was lost
+      const size_t events = append_negotiation(it->second, record, out);
+      open_negotiations_.erase(it);
+      return events;
     }
     case RecordKind::kNegotiation:
       return append_negotiation(record, out);
+    case RecordKind::kStep:
+      return append_step(record, out);
     case RecordKind::kCycle: {
       EventText t(out, kEventRoom);
       t.lit(",\n{\"name\":\"CYCLE_START\",\"ph\":\"i\",\"s\":\"p\",\"pid\":0,\"tid\":0,\"ts\":");
@@ -501,6 +688,7 @@ size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
       t.lit(",\"args\":{\"cycle\":");
       t.num(record.args.cycle.cycle);
       t.lit("}}");
+      note_time(record.ts_ns);
       return 1;
     }
     case RecordKind::kInstant: {
@@ -516,6 +704,7 @@ size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
       t.lit(",\"args\":{\"message\":");
       t.str(message);
       t.lit("}}");
+      note_time(record.ts_ns);
       return 1;
     }
     case RecordKind::kCounter: {
@@ -527,6 +716,7 @@ size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
       t.lit("\":");
       t.dbl(record.args.counter.value);
       t.lit("}}");
+      note_time(record.ts_ns);
       return 1;
     }
   }

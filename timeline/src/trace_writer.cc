@@ -1,6 +1,7 @@
 // TraceWriter: producers push Records into a preallocated buffer; a thread of the writer's own
-// swaps it out, formats it (EventFormatter) and appends it to the file in pieces, each one pwrite
-// overwriting the closing bracket so the file is a complete JSON array after every piece.
+// swaps it out, formats it (EventFormatter) and appends it to the file (TraceFile, plain or gzip)
+// in pieces, each one write that leaves the file a complete JSON array. With a size budget, a
+// file about to pass it is completed and the next numbered file opened (rotation).
 //
 // The writer prefers cores that would otherwise be idle. A second thread, the idle detector,
 // runs at SCHED_IDLE priority and holds no lock: asked through a futex, it runs only when a core
@@ -30,6 +31,7 @@
 
 #include "event_formatter.h"
 #include "open_writers.h"
+#include "trace_file.h"
 
 namespace ranktime::timeline {
 
@@ -37,7 +39,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::string_view kClosing = "\n]\n";
 // A large batch is written in pieces of about this size, each one pwrite leaving a complete
 // array: memory stays bounded whatever the buffer capacity. Small enough that the text is still
 // in cache when the kernel copies it into the page cache: trace_writer_bench's burst row, run
@@ -99,6 +100,17 @@ void run_idle_detector(const std::shared_ptr<WakeSignals>& signals) {
 
 std::string errno_message(int error) { return std::generic_category().message(error); }
 
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The base name of a path (what a file's closing metadata calls the next file).
+std::string base_name(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 struct FreeDeleter {
   void operator()(Record* records) const { std::free(records); }
 };
@@ -109,7 +121,7 @@ using RecordBuffer = std::unique_ptr<Record[], FreeDeleter>;
 }  // namespace
 
 struct TraceWriter::Impl {
-  Impl(const TraceWriterOptions& opts, const RunMetadata& metadata, const StringTable& strings)
+  Impl(const TraceWriterOptions& opts, const RunMetadata& run, const StringTable& strings)
       : options(opts),
         capacity(opts.capacity_records > 0 ? opts.capacity_records : 1),
         wake_threshold(std::max<size_t>(capacity / 2, 1)),
@@ -117,9 +129,13 @@ struct TraceWriter::Impl {
         // Bounded so that `now + flush_interval` cannot overflow.
         flush_interval(
             std::min<std::chrono::milliseconds>(opts.flush_interval, std::chrono::hours(24))),
-        clock_offsets_us(metadata.clock_offsets_us),
-        clock_uncertainty_us(metadata.clock_uncertainty_us),
-        formatter(strings, metadata.start_ns),
+        gzip(ends_with(opts.path, ".gz")),
+        metadata(run),
+        // The closing metadata's size, at most: fixed text, two numbers per rank, the next name.
+        closing_reserve(512 + 64 * run.clock_offsets_us.size() + opts.path.size()),
+        clock_offsets_us(run.clock_offsets_us),
+        clock_uncertainty_us(run.clock_uncertainty_us),
+        formatter(strings, run.start_ns),
         owner_pid(::getpid()) {}
 
   bool push(const Record* records, size_t n, size_t* accepted);
@@ -132,11 +148,16 @@ struct TraceWriter::Impl {
   void take_batch();
   void finish_batch();
   void ask_for_an_idle_core();
-  // Appends the closing bracket to `chunk` (holding `events` events) and writes it over the
-  // file's current one.
-  bool write_chunk(size_t events);
-  // One pwrite (more only if the kernel writes short) of `text` at `offset`.
-  bool write_at(int64_t offset, std::string_view text, int* error);
+  // Opens file `index` of the rotation and writes its first events (run metadata at `at_ns`).
+  bool open_file(uint64_t index, int64_t at_ns, int* error);
+  // Writes `chunk` (holding `events` events) to the file; with `last`, followed by the closing
+  // metadata (naming `next_file`, if any) that completes the file.
+  bool write_chunk(size_t events, bool last, const std::string& next_file);
+  // Whether the file, with `chunk` written, would pass the size budget.
+  bool over_budget() const;
+  // Completes the file with `chunk` and goes on in the next one of the rotation.
+  bool rotate(size_t events);
+  std::vector<double> clock_offsets(std::vector<double>* uncertainty);
   void fail(int error);
   bool batch_left() const { return back_next < back_size; }  // writer thread
   bool urgent() const {
@@ -148,7 +169,9 @@ struct TraceWriter::Impl {
   const size_t wake_threshold;  // the writer writes everything once the buffer is this full
   const size_t idle_threshold;  // on idle cores, it starts once the buffer is this full
   const std::chrono::milliseconds flush_interval;
-  int fd = -1;
+  const bool gzip;
+  const RunMetadata metadata;
+  const uint64_t closing_reserve;
 
   // Producer side, guarded by `mutex`.
   std::mutex mutex;
@@ -166,6 +189,7 @@ struct TraceWriter::Impl {
 
   std::atomic<uint64_t> dropped{0};
   std::atomic<uint64_t> events_written{0};
+  std::atomic<uint64_t> files_opened{0};
 
   std::mutex clock_mutex;
   std::vector<double> clock_offsets_us;
@@ -183,8 +207,12 @@ struct TraceWriter::Impl {
   bool back_last = false;        // the batch was taken after close(): the run end follows it
   EventFormatter formatter;
   TextBuffer chunk;
-  int64_t closing_offset = 0;  // file offset of the closing "\n]\n"
-  int open_error = 0;          // errno of a failed header write, reported by the thread
+  std::unique_ptr<TraceFile> file;
+  uint64_t file_index = 0;          // of the rotation
+  uint64_t file_events = 0;         // events in the file so far
+  uint64_t file_header_events = 0;  // of which its first (run metadata)
+  std::string file_path;
+  int open_error = 0;  // errno of a failed header write, reported by the thread
   bool reported_error = false;
 
   std::thread thread;
@@ -233,7 +261,7 @@ void TraceWriter::Impl::close() {
     // A forked child holds a copy of its parent's writer but not its thread; the file is the
     // parent's to finish.
     thread.detach();
-    ::close(fd);
+    file.reset();
     closed = true;
     return;
   }
@@ -244,7 +272,7 @@ void TraceWriter::Impl::close() {
   wake.notify_one();
   if (std::this_thread::get_id() == thread_id) return;  // from on_error: finishes on its own
   thread.join();  // it tells the idle detector to quit, which it does whenever it next runs
-  ::close(fd);
+  file.reset();
   closed = true;
 }
 
@@ -333,22 +361,22 @@ void TraceWriter::Impl::write_piece(size_t max_bytes) {
   const size_t from = back_next;
   chunk.clear();
   size_t events = 0;
-  while (!reported_error && batch_left() && chunk.size() < max_bytes) {
+  bool full = false;
+  while (!reported_error && batch_left() && chunk.size() < max_bytes && !full) {
     events += formatter.append_record(back[back_next++], &chunk);
+    full = options.max_bytes > 0 && over_budget();
   }
-  if (!batch_left() && back_last && !reported_error) {
-    std::vector<double> offsets, uncertainty;
-    {
-      std::lock_guard<std::mutex> lock(clock_mutex);
-      offsets = clock_offsets_us;
-      uncertainty = clock_uncertainty_us;
-    }
-    // events_written counts every event in the file, this one included: the array's length.
-    const uint64_t total = events_written.load(std::memory_order_relaxed) + events + 1;
-    events += formatter.append_run_end(total, dropped.load(std::memory_order_relaxed), offsets,
-                                       uncertainty, &chunk);
+  bool ok = !reported_error;
+  if (ok && full) {
+    ok = rotate(events);
+    events = 0;
   }
-  if (reported_error || (!chunk.empty() && !write_chunk(events))) {
+  if (ok && !batch_left() && back_last) {
+    ok = write_chunk(events, true, "");
+  } else if (ok && !chunk.empty()) {
+    ok = write_chunk(events, false, "");
+  }
+  if (!ok) {
     // Dropped: the rest of the batch from this piece on (nothing reaches the file any more).
     dropped.fetch_add(back_size - from, std::memory_order_relaxed);
     back_next = back_size;
@@ -356,29 +384,72 @@ void TraceWriter::Impl::write_piece(size_t max_bytes) {
   if (!batch_left()) finish_batch();
 }
 
-bool TraceWriter::Impl::write_chunk(size_t events) {
-  chunk.append(kClosing);
+std::vector<double> TraceWriter::Impl::clock_offsets(std::vector<double>* uncertainty) {
+  std::lock_guard<std::mutex> lock(clock_mutex);
+  *uncertainty = clock_uncertainty_us;
+  return clock_offsets_us;
+}
+
+bool TraceWriter::Impl::write_chunk(size_t events, bool last, const std::string& next_file) {
+  if (last) {
+    RunEnd end;
+    end.clock_offsets_us = clock_offsets(&end.clock_uncertainty_us);
+    // events_written counts every event in the file, this one included: the array's length.
+    end.events_written = file_events + events + 1;
+    end.events_dropped = dropped.load(std::memory_order_relaxed);
+    end.next_file = next_file;
+    events += formatter.append_run_end(end, &chunk);
+  }
   int error = 0;
-  if (!write_at(closing_offset, chunk.view(), &error)) {
+  const bool written =
+      last ? file->finish(chunk.view(), &error) : file->append(chunk.view(), &error);
+  if (!written) {
     fail(error);
     return false;
   }
-  closing_offset += static_cast<int64_t>(chunk.size() - kClosing.size());
+  file_events += events;
   events_written.fetch_add(events, std::memory_order_relaxed);
   return true;
 }
 
-bool TraceWriter::Impl::write_at(int64_t offset, std::string_view text, int* error) {
-  while (!text.empty()) {
-    const ssize_t written = ::pwrite(fd, text.data(), text.size(), offset);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      *error = written < 0 ? errno : EIO;
-      return false;
-    }
-    text.remove_prefix(static_cast<size_t>(written));
-    offset += written;
+bool TraceWriter::Impl::over_budget() const {
+  // A file holds at least one record besides its run metadata, however small the budget.
+  return (!chunk.empty() || file_events > file_header_events) &&
+         file->size() + file->estimate(chunk.size()) + closing_reserve > options.max_bytes;
+}
+
+bool TraceWriter::Impl::rotate(size_t events) {
+  const std::string next = rotated_path(options.path, file_index + 1);
+  if (!write_chunk(events, true, base_name(next))) return false;
+  int error = 0;
+  if (!open_file(file_index + 1, formatter.latest_ns(), &error)) {
+    fail(error);
+    return false;
   }
+  if (options.keep_files > 0 && file_index >= options.keep_files) {
+    ::unlink(rotated_path(options.path, file_index - options.keep_files).c_str());
+  }
+  return true;
+}
+
+bool TraceWriter::Impl::open_file(uint64_t index, int64_t at_ns, int* error) {
+  file_index = index;
+  file_path = rotated_path(options.path, index);
+  file_events = 0;
+  file = TraceFile::create(file_path, gzip, options.gzip_level, error);
+  if (!file) return false;
+  files_opened.fetch_add(1, std::memory_order_relaxed);
+  formatter.start_file();
+  RunMetadata m = metadata;
+  m.clock_offsets_us = clock_offsets(&m.clock_uncertainty_us);
+  chunk.clear();
+  const size_t events = formatter.append_run_metadata(m, at_ns, index, &chunk);
+  chunk.data()[0] = '[';  // the file's first separator opens the array
+  const bool written = file->append(chunk.view(), error);
+  chunk.clear();
+  if (!written) return false;
+  file_events = file_header_events = events;
+  events_written.fetch_add(events, std::memory_order_relaxed);
   return true;
 }
 
@@ -389,7 +460,7 @@ void TraceWriter::Impl::fail(int error) {
   }
   reported_error = true;
   if (options.on_error) {
-    options.on_error("timeline: cannot write " + options.path + ": " + errno_message(error) +
+    options.on_error("timeline: cannot write " + file_path + ": " + errno_message(error) +
                      "; recording stopped, further records are dropped");
   }
 }
@@ -407,20 +478,19 @@ std::unique_ptr<TraceWriter> TraceWriter::open(const TraceWriterOptions& options
     }
     return nullptr;
   }
-  impl->fd = ::open(options.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (impl->fd < 0) {
-    if (error) *error = "timeline: cannot create " + options.path + ": " + errno_message(errno);
-    return nullptr;
-  }
   // The header is on disk before open() returns: the file is a complete array from the start.
-  const size_t events = impl->formatter.append_run_metadata(metadata, &impl->chunk);
-  impl->chunk.data()[0] = '[';
-  impl->chunk.append(kClosing);
-  if (impl->write_at(0, impl->chunk.view(), &impl->open_error)) {
-    impl->closing_offset = static_cast<int64_t>(impl->chunk.size() - kClosing.size());
-    impl->events_written = events;
-  } else {
+  int open_error = 0;
+  if (!impl->open_file(0, metadata.start_ns, &open_error)) {
+    if (!impl->file) {
+      if (error)
+        *error = "timeline: cannot create " + options.path + ": " + errno_message(open_error);
+      return nullptr;
+    }
+    impl->open_error = open_error;
     impl->failed = true;  // the thread reports it through on_error, as for any write error
+  }
+  // A set of files is one run's: numbered files of an earlier rotation go.
+  for (uint64_t index = 1; ::unlink(rotated_path(options.path, index).c_str()) == 0; ++index) {
   }
   Impl* raw = impl.get();
   {
@@ -479,6 +549,22 @@ uint64_t TraceWriter::events_written() const {
 }
 
 const std::string& TraceWriter::path() const { return impl_->options.path; }
+
+uint64_t TraceWriter::files_opened() const {
+  return impl_->files_opened.load(std::memory_order_relaxed);
+}
+
+std::string rotated_path(const std::string& path, uint64_t index) {
+  if (index == 0) return path;
+  const std::string number = "." + std::to_string(index);
+  for (std::string_view suffix : {".json.gz", ".json", ".gz"}) {
+    if (ends_with(path, suffix) && path.size() > suffix.size() &&
+        path[path.size() - suffix.size() - 1] != '/') {
+      return path.substr(0, path.size() - suffix.size()) + number + std::string(suffix);
+    }
+  }
+  return path + number;
+}
 
 namespace detail {
 

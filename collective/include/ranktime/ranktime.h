@@ -140,6 +140,12 @@ Status barrier();
 Status start_timeline(const std::string& path, bool mark_cycles = false);
 Status stop_timeline();
 
+// Marks the start of a training step on this rank (every rank calls it at the start of each
+// step): `step` or, without one, the step after this rank's last (from 0). The marks become
+// STEP slices on rank 0's timeline (thread `steps rank r`), and TIMELINE_STEPS windows count
+// these steps. Cheap (no communication) and never fails; a no-op before init().
+void mark_step(std::optional<int64_t> step = std::nullopt);
+
 // How late each rank was behind the first rank to become ready, over the negotiations rank 0
 // has seen (a sliding window, plus totals since start). Kept whether or not the timeline is on.
 struct RankLateness {

@@ -130,6 +130,11 @@ Status barrier() {
   return runtime("barrier()").submit(OpType::kBarrier, TensorView{}, "ranktime.barrier").wait();
 }
 
+void mark_step(std::optional<int64_t> step) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_runtime) g_runtime->mark_step(step);
+}
+
 std::vector<RankLateness> lateness() { return runtime("lateness()").lateness(); }
 
 Status start_timeline(const std::string& path, bool mark_cycles) {

@@ -16,12 +16,27 @@ namespace ranktime {
 
 enum class LogLevel { kTrace, kDebug, kInfo, kWarning, kError };
 
+// TIMELINE_STEPS=START:END[:EVERY]: the steps whose lanes, negotiations and ticks the timeline
+// records (START <= step < END, every EVERY-th from START). Off: every step.
+struct StepWindow {
+  bool on = false;
+  int64_t start = 0;
+  int64_t end = 0;
+  int64_t every = 1;
+  bool contains(int64_t step) const {
+    return !on || (step >= start && step < end && (step - start) % every == 0);
+  }
+};
+
 struct Config {
   Config();  // every setting at its default
 
   std::string timeline_filename;
   bool timeline_mark_cycles;
   bool timeline_all_ranks;
+  StepWindow timeline_steps;
+  double timeline_max_mb;
+  int64_t timeline_keep_files;
   int64_t fusion_threshold;
   int64_t fusion_max_tensor;
   int64_t allreduce_chunk;

@@ -1,6 +1,7 @@
 // The settings table (see settings.h) and the parsers its field types use.
 #include "core/settings.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -49,6 +50,31 @@ LogLevel parse_log_level(const char* name, const std::string& v) {
   fail(name, v, "one of trace, debug, info, warning, error");
 }
 
+// "START:END[:EVERY]" with 0 <= START < END and EVERY >= 1; "" is off.
+StepWindow parse_step_window(const char* name, const std::string& v) {
+  StepWindow w;
+  if (v.empty()) return w;
+  int64_t parts[3] = {0, 0, 1};
+  size_t n = 0, at = 0;
+  while (n < 3) {
+    const size_t colon = std::min(v.find(':', at), v.size());
+    const char* first = v.data() + at;
+    const char* last = v.data() + colon;
+    auto [end, ec] = std::from_chars(first, last, parts[n]);
+    if (first == last || ec != std::errc() || end != last) break;
+    ++n;
+    at = colon + 1;
+    if (colon == v.size()) break;
+  }
+  if (n < 2 || at <= v.size() || parts[0] < 0 || parts[1] <= parts[0] || parts[2] < 1)
+    fail(name, v, "START:END or START:END:EVERY with 0 <= START < END and EVERY >= 1");
+  w.on = true;
+  w.start = parts[0];
+  w.end = parts[1];
+  w.every = parts[2];
+  return w;
+}
+
 // Shortest text that parses back to the same double.
 std::string number_text(double x) {
   char buf[32];
@@ -78,6 +104,19 @@ std::vector<Setting> make_settings() {
       Setting("TIMELINE_ALL_RANKS", &Config::timeline_all_ranks, "1",
               "every rank's processing lanes in the timeline (Horovod keeps rank 0's only)")
           .run_switch("--no-timeline-all-ranks", "0", "keep rank 0's processing lanes only"),
+      Setting("TIMELINE_STEPS", &Config::timeline_steps, "",
+              "START:END[:EVERY]: record lanes, negotiations and ticks of these steps only "
+              "(marked by mark_step()); empty: every step")
+          .run_flag("--timeline-steps", F::kValue),
+      Setting(
+          "TIMELINE_MAX_MB", &Config::timeline_max_mb, "0",
+          "rotate the timeline into NAME.1.json, NAME.2.json, ... at this many MiB; 0: one file")
+          .at_least(0, "MiB >= 0")
+          .run_flag("--timeline-max-mb", F::kValue),
+      Setting("TIMELINE_KEEP_FILES", &Config::timeline_keep_files, "0",
+              "with TIMELINE_MAX_MB: keep the newest N files of a rotation; 0: all")
+          .at_least(0, "a file count >= 0")
+          .run_flag("--timeline-keep-files", F::kValue),
       // 64 MiB keeps a whole ResNet-50 step's small tensors in a handful of batches.
       Setting("RANKTIME_FUSION_THRESHOLD", &Config::fusion_threshold, "67108864",
               "bytes one fused batch may hold; 0 disables fusion")
@@ -195,6 +234,7 @@ void Setting::parse(const std::string& text, Config* config) const {
                                              bound_allowed, expected);
                  },
                  [&](LogLevel Config::*f) { config->*f = parse_log_level(variable, text); },
+                 [&](StepWindow Config::*f) { config->*f = parse_step_window(variable, text); },
              },
              field);
 }
@@ -206,6 +246,12 @@ std::string Setting::show(const Config& config) const {
                         [&](int64_t Config::*f) { return std::to_string(config.*f); },
                         [&](double Config::*f) { return number_text(config.*f); },
                         [&](LogLevel Config::*f) { return std::string(log_level_name(config.*f)); },
+                        [&](StepWindow Config::*f) {
+                          const StepWindow& w = config.*f;
+                          if (!w.on) return std::string();
+                          return std::to_string(w.start) + ":" + std::to_string(w.end) +
+                                 (w.every == 1 ? "" : ":" + std::to_string(w.every));
+                        },
                     },
                     field);
 }

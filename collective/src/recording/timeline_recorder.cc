@@ -61,6 +61,8 @@ Status TimelineRecorder::start(const std::string& path, bool mark_cycles, bool a
   }
   timeline::TraceWriterOptions options;
   options.path = path;
+  options.max_bytes = max_bytes_;
+  options.keep_files = keep_files_;
   options.on_error = [](const std::string& message) {
     RANKTIME_LOG(kError, message << "; training continues without the timeline");
   };
@@ -89,6 +91,43 @@ void TimelineRecorder::stop() {
   }
 }
 
+void TimelineRecorder::set_limits(const StepWindow& steps, uint64_t max_bytes,
+                                  uint64_t keep_files) {
+  steps_ = steps;
+  max_bytes_ = max_bytes;
+  keep_files_ = keep_files;
+}
+
+void TimelineRecorder::mark_step(std::optional<int64_t> step, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(marks_mutex_);
+  const int64_t s = step.value_or(next_step_);
+  next_step_ = s + 1;
+  marks_.emplace_back(s, now_ns);
+  current_step_.store(s, std::memory_order_relaxed);
+  marks_waiting_.store(true, std::memory_order_release);
+}
+
+void TimelineRecorder::record_steps(std::optional<int64_t> end_ns) {
+  std::vector<std::pair<int64_t, int64_t>> marks;
+  if (marks_waiting_.exchange(false, std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(marks_mutex_);
+    marks.swap(marks_);
+  }
+  const auto rank = static_cast<int16_t>(rank_);
+  for (const auto& [step, ns] : marks) {
+    if (open_step_ && on_)
+      emit(timeline::step_record(rank, open_step_->first, open_step_->second,
+                                 std::max(ns, open_step_->second)));
+    open_step_ = {step, ns};
+  }
+  if (end_ns && open_step_) {
+    if (on_)
+      emit(timeline::step_record(rank, open_step_->first, open_step_->second,
+                                 std::max(*end_ns, open_step_->second)));
+    open_step_.reset();
+  }
+}
+
 void TimelineRecorder::emit(const Record& r) { emit(&r, 1); }
 
 void TimelineRecorder::emit(const Record* records, size_t n) {
@@ -102,7 +141,7 @@ void TimelineRecorder::emit(const Record* records, size_t n) {
 }
 
 void TimelineRecorder::negotiations(const std::vector<Negotiation>& done, int64_t known_ns) {
-  if (!on_ || done.empty()) return;
+  if (!on_ || done.empty() || !in_window()) return;
   batch_.clear();
   for (const Negotiation& n : done) add_negotiation(n, known_ns);
   emit(batch_.data(), batch_.size());
@@ -212,7 +251,7 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
                                  int64_t arrival_ns, int64_t start_ns, int64_t end_ns,
                                  const PhaseLog& log, const Status& status,
                                  const std::vector<PhaseLog>* entry_logs) {
-  if (!lanes_on()) return;
+  if (!lanes_on() || !in_window()) return;
   const uint32_t error = status.ok() ? 0 : strings_.intern(status.message());
   const auto fused = static_cast<uint16_t>(std::min<size_t>(entries.size(), 65535));
   const auto op_args = [&](size_t i) {

@@ -3,13 +3,16 @@
 // that the background loop ships to rank 0 with its next message.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/clock.h"
+#include "core/config.h"
 #include "core/tensor_entry.h"
 #include "negotiation/coordinator.h"
 #include "ranktime/timeline/trace_writer.h"
@@ -39,6 +42,17 @@ class TimelineRecorder {
                const timeline::RunMetadata& metadata);
   // Stops recording; rank 0 closes its file (call once other ranks' last records are in).
   void stop();
+
+  // From TIMELINE_STEPS, TIMELINE_MAX_MB and TIMELINE_KEEP_FILES; before start().
+  void set_limits(const StepWindow& steps, uint64_t max_bytes, uint64_t keep_files);
+
+  // Any thread: this rank starts step `step` (none: the one after its last, from 0) at `now_ns`
+  // on its clock. Kept whether or not recording is on (a window needs the current step).
+  void mark_step(std::optional<int64_t> step, int64_t now_ns);
+  // Background thread: step records for the steps whose end the marks since the last call made
+  // known (a step ends at the next mark); with `end_ns`, the open step too, ending there (before
+  // a stop or the last message).
+  void record_steps(std::optional<int64_t> end_ns = std::nullopt);
 
   bool on() const { return on_; }
   bool mark_cycles() const { return on_ && mark_cycles_; }
@@ -82,12 +96,24 @@ class TimelineRecorder {
                                   int64_t now_ns);
   // Appends the records of one negotiation to batch_.
   void add_negotiation(const Negotiation& n, int64_t known_ns);
+  // Lanes, negotiations and ticks are recorded in this rank's current step (TIMELINE_STEPS).
+  bool in_window() const { return steps_.contains(current_step_.load(std::memory_order_relaxed)); }
 
   int rank_;
   int size_;
   bool on_ = false;
   bool mark_cycles_ = false;
   bool all_ranks_ = true;
+  StepWindow steps_;
+  uint64_t max_bytes_ = 0;
+  uint64_t keep_files_ = 0;
+  // Step marks: from user threads, taken by the background thread.
+  std::mutex marks_mutex_;
+  std::vector<std::pair<int64_t, int64_t>> marks_;  // (step, ns) not yet taken
+  std::atomic<bool> marks_waiting_{false};
+  std::atomic<int64_t> current_step_{-1};                 // the last step marked; -1: none yet
+  int64_t next_step_ = 0;                                 // under marks_mutex_
+  std::optional<std::pair<int64_t, int64_t>> open_step_;  // background thread: (step, begin ns)
   timeline::StringTable strings_;
   StringTableIds tensor_ids_{&strings_};
   // Rank 0. Replaced only by the background thread, under writer_mutex_; other threads use it

@@ -55,6 +55,9 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   host_ = world_->host_backend(&clock_, config_);
   device_ = world_->device_backend(&clock_, config_, [this] { queue_.wake_for_completions(); });
   timeline_ = std::make_unique<TimelineRecorder>(rank(), size());
+  timeline_->set_limits(config_.timeline_steps,
+                        static_cast<uint64_t>(config_.timeline_max_mb * (1 << 20)),
+                        static_cast<uint64_t>(config_.timeline_keep_files));
   if (rank() == 0) {
     coordinator_ = std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
                                                  static_cast<size_t>(config_.cache_capacity));
@@ -167,6 +170,7 @@ void Runtime::loop() {
     idle_cap = std::min(idle_cap, std::chrono::nanoseconds(liveness_->heartbeat_ns()));
   }
   while (!finished_) {
+    timeline_->record_steps();
     bool progressed = rank() == 0 ? coordinator_step() : worker_step();
     progressed = deliver_device() || progressed;
     if (!finished_) tend_peers();
@@ -336,8 +340,10 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
   fail_everything("ranktime has shut down: " + list.shutdown_reason);
   if (rank() == 0) {
     await_workers(finals_, 1, kFinalMessageTimeoutS, "the final messages");
+    timeline_->record_steps(clock_.now_ns());
     timeline_->stop();
   } else {
+    timeline_->record_steps(clock_.now_ns());
     send_worker_message({}, true, false);
     channel_->reap_sends(true);
     timeline_->stop();
@@ -360,7 +366,9 @@ void Runtime::execute_control(const Response& response, const std::vector<Tensor
     if (rank() == 0) {
       // Other ranks send their last records with the acknowledgement; close after they are in.
       await_workers(timeline_acks_, ++timeline_stops_, kFinalMessageTimeoutS, "timeline records");
+      timeline_->record_steps(clock_.now_ns());
     } else {
+      timeline_->record_steps(clock_.now_ns());
       send_worker_message({}, false, true);
     }
     timeline_->stop();

@@ -63,6 +63,9 @@ class Runtime {
   // background thread to finish.
   void shutdown(const std::string& why = "called shutdown()");
 
+  // Any thread: this rank starts a training step (see ranktime::mark_step()).
+  void mark_step(std::optional<int64_t> step) { timeline_->mark_step(step, clock_.now_ns()); }
+
   // Rank 0: per-rank lateness statistics; other ranks: empty.
   std::vector<RankLateness> lateness() const;
 

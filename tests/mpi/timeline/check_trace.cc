@@ -125,6 +125,15 @@ int main(int argc, char** argv) {
         if (!n.has_error) ++negotiated[n.pid];
       }
       for (const auto& o : t.ops) ++processed[{o.pid, o.rank}];
+      // And an arrow from its last tick to rank 0's operation slice.
+      std::map<int, int> arrows;
+      for (const auto& f : t.flows) ++arrows[f.pid];
+      for (const auto& [pid, count] : negotiated) {
+        if (arrows[pid] != count) {
+          fail("tensor " + tltest::printable(t.process_names[pid]) + ": " + std::to_string(count) +
+               " negotiations but " + std::to_string(arrows[pid]) + " arrows into rank 0's lane");
+        }
+      }
       for (const auto& [pid, count] : negotiated) {
         for (int r = 0; r < (all ? ranks : 1); ++r) {
           const int got = processed.count({pid, r}) ? processed[{pid, r}] : 0;

@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include <unistd.h>
 
+#include "gzip_input.h"
 #include "ranktime/timeline/trace_names.h"
+#include "trace_file.h"
 
 namespace ranktime::timeline {
 namespace {
@@ -83,6 +86,11 @@ std::string TraceChecker::where(const TraceEvent& e) const {
 }
 
 void TraceChecker::add(const TraceEvent& e) {
+  check_event(e);
+  end_offset_ = std::max(end_offset_, e.end_offset);
+}
+
+void TraceChecker::check_event(const TraceEvent& e) {
   ++events_;
   if (!e.malformed.empty()) {
     violation(e, e.malformed);
@@ -326,11 +334,13 @@ bool TraceChecker::close_slice(const TraceEvent& e, ThreadState& thread, Frame* 
 
 void TraceChecker::on_negotiate_event(const TraceEvent& e, ThreadState& thread) {
   if (e.phase() == 'B') {
+    report_incomplete_negotiation(e.pid);  // the one before was not the file's last
     Frame frame;
     frame.name = e.name;
     frame.ts = e.ts;
     frame.event_index = e.index;
     frame.offset = e.begin_offset;
+    frame.previous_end = end_offset_;
     if (negotiation_operation(e.name).empty()) {
       violation(e, "unknown slice " + in_quotes(e.name) + " on the negotiate thread of " +
                        where(e) +
@@ -431,13 +441,27 @@ void TraceChecker::check_negotiation_end(const TraceEvent& e, const Frame& frame
     if (static_cast<size_t>(r) >= frame.ticked.size() || !frame.ticked[r]) missing.push_back(r);
   }
   if (!missing.empty()) {
-    violation(e, frame.name + " on " + where(e) + " (opened at event #" +
-                     std::to_string(frame.event_index) + ") has ticks for " +
-                     std::to_string(ranks_ - static_cast<int>(missing.size())) + " of " +
-                     std::to_string(ranks_) + " ranks; missing rank" +
-                     (missing.size() > 1 ? "s " : " ") + rank_list(missing) +
-                     " (every negotiation needs exactly one tick per rank)");
+    Incomplete& pending = incomplete_negotiations_[e.pid];
+    pending.violation = {e.index, e.begin_offset,
+                         frame.name + " on " + where(e) + " (opened at event #" +
+                             std::to_string(frame.event_index) + ") has ticks for " +
+                             std::to_string(ranks_ - static_cast<int>(missing.size())) + " of " +
+                             std::to_string(ranks_) + " ranks; missing rank" +
+                             (missing.size() > 1 ? "s " : " ") + rank_list(missing) +
+                             " (every negotiation needs exactly one tick per rank)"};
+    pending.slice = {
+        e.pid, e.tid, 0, true, frame.name, frame.ts, frame.event_index, frame.previous_end};
   }
+}
+
+void TraceChecker::report_incomplete_negotiation(int64_t pid) {
+  auto it = incomplete_negotiations_.find(pid);
+  if (it == incomplete_negotiations_.end()) return;
+  ++violation_count_;
+  if (violations_.size() < options_.max_violations_kept) {
+    violations_.push_back(std::move(it->second.violation));
+  }
+  incomplete_negotiations_.erase(it);
 }
 
 void TraceChecker::on_rank_event(const TraceEvent& e, ThreadState& thread) {
@@ -516,7 +540,21 @@ void TraceChecker::finish(const TraceReadResult& read) {
     file_violation(read.error_offset, read.error);
   }
   if (!has_run_ && !seen_timed_) file_violation(0, "no ranktime_run metadata event");
+  // Each negotiate thread's last negotiation without all its ticks: in a file cut short, the
+  // cut took them (a repair keeps the file up to it); otherwise they are missing.
+  std::vector<int64_t> pids;
+  for (const auto& [pid, pending] : incomplete_negotiations_) pids.push_back(pid);
+  std::sort(pids.begin(), pids.end());
+  for (int64_t pid : pids) {
+    if (read.truncated) {
+      cut_off_.push_back(incomplete_negotiations_[pid].slice);
+      incomplete_negotiations_.erase(pid);
+    } else {
+      report_incomplete_negotiation(pid);
+    }
+  }
   for (const OpenSliceInfo& open : open_slices()) {
+    if (open.incomplete) continue;
     std::string name = "pid " + std::to_string(open.pid);
     auto it = process_names_.find(open.pid);
     if (open.pid > 0 && it != process_names_.end())
@@ -536,10 +574,11 @@ std::vector<OpenSliceInfo> TraceChecker::open_slices() const {
   for (const auto& [key, thread] : threads_) {
     for (size_t i = 0; i < thread.stack.size(); ++i) {
       const Frame& f = thread.stack[i];
-      open.push_back(
-          {key.first, key.second, static_cast<int>(i), f.name, f.ts, f.event_index, f.offset});
+      open.push_back({key.first, key.second, static_cast<int>(i), false, f.name, f.ts,
+                      f.event_index, f.offset});
     }
   }
+  open.insert(open.end(), cut_off_.begin(), cut_off_.end());
   // Deterministic order: by thread, outermost first.
   std::sort(open.begin(), open.end(), [](const OpenSliceInfo& a, const OpenSliceInfo& b) {
     if (a.pid != b.pid) return a.pid < b.pid;
@@ -563,8 +602,18 @@ RepairPlan plan_repair(const TraceReadResult& read, const std::vector<OpenSliceI
     plan.tail = read.array_begin > 0 ? "\n]\n" : "[\n]\n";
   } else {
     plan.keep_bytes = read.last_event_end;
+    // A negotiation whose ticks the cut took is dropped, with what follows it.
+    for (const OpenSliceInfo& slice : open) {
+      if (slice.incomplete && slice.offset < plan.keep_bytes) {
+        plan.keep_bytes = slice.offset;
+        plan.events_kept = slice.event_index;
+      }
+    }
     // Close inner slices before outer ones: walk each thread's stack from the top.
-    std::vector<OpenSliceInfo> closing = open;
+    std::vector<OpenSliceInfo> closing;
+    for (const OpenSliceInfo& slice : open) {
+      if (!slice.incomplete && slice.offset < plan.keep_bytes) closing.push_back(slice);
+    }
     std::stable_sort(closing.begin(), closing.end(),
                      [](const OpenSliceInfo& a, const OpenSliceInfo& b) {
                        if (a.pid != b.pid) return a.pid < b.pid;
@@ -588,8 +637,54 @@ RepairPlan plan_repair(const TraceReadResult& read, const std::vector<OpenSliceI
   return plan;
 }
 
+namespace {
+
+// A gzip trace's repair: its text up to `plan.keep_bytes`, then the tail, compressed into a new
+// file (a temporary one renamed over the input when repairing in place).
+bool apply_gzip_repair(const std::string& in_path, const std::string& out_path,
+                       const RepairPlan& plan, std::string* error) {
+  auto fail = [&](const std::string& what, const std::string& path, int code) {
+    if (error) *error = what + " " + path + ": " + std::strerror(code);
+    return false;
+  };
+  std::ifstream in(in_path, std::ios::binary);
+  if (!in) return fail("cannot open", in_path, errno);
+  InflatingBuffer inflating(in.rdbuf());
+  const std::string target = out_path == in_path ? in_path + ".repair.tmp" : out_path;
+  int code = 0;
+  std::unique_ptr<TraceFile> out =
+      TraceFile::create(target, /*gzip=*/true, /*gzip_level=*/1, &code);
+  if (!out) return fail("cannot create", target, code);
+  std::vector<char> buffer(size_t{1} << 20);
+  uint64_t left = plan.keep_bytes;
+  while (left > 0) {
+    const auto want = static_cast<std::streamsize>(std::min<uint64_t>(left, buffer.size()));
+    const std::streamsize got = inflating.sgetn(buffer.data(), want);
+    if (got <= 0) return fail("cannot read", in_path, EIO);
+    if (!out->append(std::string_view(buffer.data(), static_cast<size_t>(got)), &code)) {
+      return fail("cannot write", target, code);
+    }
+    left -= static_cast<uint64_t>(got);
+  }
+  // The file adds the closing bracket that ends the plan's tail.
+  std::string_view tail = plan.tail;
+  if (tail.size() >= TraceFile::kClosing.size() &&
+      tail.substr(tail.size() - TraceFile::kClosing.size()) == TraceFile::kClosing) {
+    tail.remove_suffix(TraceFile::kClosing.size());
+  }
+  if (!out->finish(tail, &code)) return fail("cannot write", target, code);
+  out.reset();
+  if (target != out_path && std::rename(target.c_str(), out_path.c_str()) != 0) {
+    return fail("cannot replace", out_path, errno);
+  }
+  return true;
+}
+
+}  // namespace
+
 bool apply_repair(const std::string& in_path, const std::string& out_path, const RepairPlan& plan,
                   std::string* error) {
+  if (is_gzip_file(in_path)) return apply_gzip_repair(in_path, out_path, plan, error);
   auto fail = [&](const std::string& what, const std::string& path) {
     if (error) *error = what + " " + path + ": " + std::strerror(errno);
     return false;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -14,6 +15,9 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "gzip_input.h"
+#include "ranktime/timeline/trace_names.h"
 
 namespace ranktime::timeline {
 namespace {
@@ -375,6 +379,136 @@ class EventSax {
   uint64_t structure_offset_ = 0;
 };
 
+bool is_tick_event(const TraceEvent& e) {
+  return e.phase() == 'X' && !e.name.empty() && e.name.size() < 10 &&
+         std::all_of(e.name.begin(), e.name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Fills in what the writer leaves implicit (docs/timeline-format.md), so that readers see every
+// value on every event: a tick's `rank` (its name) and `lag_us` (its ts minus its NEGOTIATE
+// slice's, where not given); an operation slice's `dtype`, `shape`, `bytes` (its lane's latest,
+// where not repeated) and `fused_tensors` (1 where absent); and the sub-phases of a fused
+// batch's tensors, which the file holds once per batch and lane, after the first tensor's
+// slice: each other tensor's slice gets copies of them (before its thread's next event). Memory:
+// one negotiation begin per tensor, one set of args and of copies per lane, one batch per rank.
+class FormatCompleter {
+ public:
+  explicit FormatCompleter(const TraceEventCallback& next) : next_(next) {}
+
+  bool add(const TraceEvent& e) {
+    if (!pending_.empty() && e.pid > 0 && e.tid > 0 && e.has_ts && e.phase() != 'M') {
+      auto it = pending_.find({e.pid, e.tid});
+      if (it != pending_.end()) {
+        // A slice that shares its batch's sub-phases, unless its own follow it (a writer that
+        // repeats them for every tensor).
+        std::vector<TraceEvent> copies = std::move(it->second);
+        pending_.erase(it);
+        const bool own = e.phase() == 'X' && is_subphase_name(e.name);
+        if (!own) {
+          for (const TraceEvent& copy : copies) {
+            if (!next_(copy)) return false;
+          }
+        }
+      }
+    }
+    if (e.phase() != 'X' || e.pid <= 0 || !e.has_ts || !e.malformed.empty()) return next_(e);
+    if (e.tid == 0) {
+      if (!is_tick_event(e)) {
+        negotiation_begin_[e.pid] = e.ts;
+        return next_(e);
+      }
+      const bool has_rank = e.args.is_object() && e.args.contains("rank");
+      const bool has_lag = e.args.is_object() && e.args.contains("lag_us");
+      if (has_rank && has_lag) return next_(e);
+      TraceEvent tick = e;
+      if (!tick.args.is_object()) tick.args = nlohmann::json::object();
+      if (!has_rank) tick.args["rank"] = std::stoll(e.name);
+      auto begin = negotiation_begin_.find(e.pid);
+      if (!has_lag && begin != negotiation_begin_.end()) tick.args["lag_us"] = e.ts - begin->second;
+      return next_(tick);
+    }
+    if (is_operation_name(e.name)) return add_operation(e);
+    // A sub-phase: the batch whose first slice it follows holds it for the batch's other tensors.
+    Batch& batch = batches_[e.tid];
+    if (batch.pid == e.pid && batch.collecting) batch.subphases.push_back(e);
+    return next_(e);
+  }
+
+ private:
+  struct Batch {
+    int64_t pid = 0;  // the tensor whose slice carries the sub-phases
+    double ts = 0, dur = 0;
+    bool collecting = false;
+    std::vector<TraceEvent> subphases;
+  };
+
+  bool add_operation(const TraceEvent& slice) {
+    TraceEvent e = slice;
+    if (!e.args.is_object()) e.args = nlohmann::json::object();
+    nlohmann::json& lane = lane_args_[{e.pid, e.tid}];
+    if (e.args.contains("dtype") || e.args.contains("shape") || e.args.contains("bytes")) {
+      lane = nlohmann::json::object();
+      for (const char* key : {"dtype", "shape", "shape_truncated", "bytes"}) {
+        if (e.args.contains(key)) lane[key] = e.args[key];
+      }
+    } else if (lane.is_object()) {
+      for (const auto& [key, value] : lane.items()) e.args[key] = value;
+    }
+    if (!e.args.contains("fused_tensors")) e.args["fused_tensors"] = 1;
+    const auto fused = e.args["fused_tensors"];
+    Batch& batch = batches_[e.tid];
+    const bool shares = fused.is_number_integer() && fused.get<int64_t>() > 1 && e.has_dur &&
+                        batch.pid != e.pid && batch.ts == e.ts && batch.dur == e.dur &&
+                        !batch.subphases.empty();
+    if (!shares) {
+      // Perhaps a batch's first slice: its sub-phases follow.
+      batch.pid = e.pid;
+      batch.ts = e.ts;
+      batch.dur = e.dur;
+      batch.collecting = true;
+      batch.subphases.clear();
+      return next_(e);
+    }
+    batch.collecting = false;
+    std::vector<TraceEvent>& copies = pending_[{e.pid, e.tid}];
+    copies = batch.subphases;
+    for (TraceEvent& copy : copies) {
+      copy.pid = e.pid;
+      copy.index = e.index;
+      copy.begin_offset = e.begin_offset;
+      copy.end_offset = e.end_offset;
+    }
+    return next_(e);
+  }
+
+ public:
+  // Hands on the sub-phase copies still waiting (the input ended).
+  bool flush() {
+    for (auto& [thread, copies] : pending_) {
+      for (const TraceEvent& copy : copies) {
+        if (!next_(copy)) return false;
+      }
+    }
+    pending_.clear();
+    return true;
+  }
+
+ private:
+  struct ThreadHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& k) const {
+      return std::hash<int64_t>()(k.first) * 1000003u ^ std::hash<int64_t>()(k.second);
+    }
+  };
+
+  const TraceEventCallback& next_;
+  std::unordered_map<int64_t, double> negotiation_begin_;  // by pid
+  std::unordered_map<std::pair<int64_t, int64_t>, nlohmann::json, ThreadHash> lane_args_;
+  std::unordered_map<int64_t, Batch> batches_;  // by tid (rank + 1)
+  // Sub-phase copies for a slice that shares its batch's, handed on before the thread's next
+  // event (or dropped if that event is a sub-phase of its own).
+  std::unordered_map<std::pair<int64_t, int64_t>, std::vector<TraceEvent>, ThreadHash> pending_;
+};
+
 // Hands complete slices ('X' with a "dur") on a tensor's threads on as a 'B' and an 'E', so that
 // the checker and the analysis see one form whichever the writer chose. The 'E' goes out when
 // the thread's next event begins at or after its end (after, for a zero-length tick, which may
@@ -397,7 +531,9 @@ class CompleteSliceSplitter {
     begin.dur = 0;
     TraceEvent end = begin;
     end.ph = "E";
-    end.ts = e.ts + e.dur;
+    // To the nanosecond, as the file's timestamps are: ts + dur in floating point can land a
+    // hair after the next slice's ts that the same text gives.
+    end.ts = std::round((e.ts + e.dur) * 1000.0) / 1000.0;
     stacks_[{e.pid, e.tid}].push_back(std::move(end));
     ++pending_;
     return next_(begin);
@@ -423,10 +559,7 @@ class CompleteSliceSplitter {
     }
   };
 
-  static bool is_tick(const TraceEvent& e) {
-    return e.phase() == 'X' && !e.name.empty() && e.name.size() < 10 &&
-           std::all_of(e.name.begin(), e.name.end(), [](char c) { return c >= '0' && c <= '9'; });
-  }
+  static bool is_tick(const TraceEvent& e) { return is_tick_event(e); }
 
   bool close_until(const TraceEvent& e, bool tick) {
     auto it = stacks_.find({e.pid, e.tid});
@@ -491,9 +624,11 @@ TraceReadResult parse_trace(std::istream& in, const TraceEventCallback& on_event
 TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
                            const TraceReadOptions& options) {
   CompleteSliceSplitter splitter(on_event);
+  const TraceEventCallback split = [&](const TraceEvent& e) { return splitter.add(e); };
+  FormatCompleter completer(split);
   TraceReadResult result = parse_trace(
-      in, [&](const TraceEvent& e) { return splitter.add(e); }, options);
-  if (!result.stopped && !splitter.flush()) result.stopped = true;
+      in, [&](const TraceEvent& e) { return completer.add(e); }, options);
+  if (!result.stopped && (!completer.flush() || !splitter.flush())) result.stopped = true;
   return result;
 }
 
@@ -508,7 +643,24 @@ TraceReadResult read_trace_file(const std::string& path, const TraceEventCallbac
     result.error = "cannot open " + path + ": " + std::strerror(errno);
     return result;
   }
-  return read_trace(in, on_event, options);
+  if (!is_gzip_file(path)) return read_trace(in, on_event, options);
+  // gzip: the same reading, of the text; offsets are the text's. A stream cut short reads as a
+  // text cut short, and says why.
+  InflatingBuffer inflating(in.rdbuf());
+  std::istream text(&inflating);
+  TraceReadResult result = read_trace(text, on_event, options);
+  if (!inflating.problem().empty() && !result.stopped) {
+    if (result.complete) {
+      // The text is whole but the stream is not (no trailer): a repair writes a whole one.
+      result.complete = false;
+      result.truncated = true;
+      result.error_offset = result.bytes;
+      result.error = inflating.problem();
+    } else {
+      result.error += " (" + inflating.problem() + ")";
+    }
+  }
+  return result;
 }
 
 namespace {

@@ -44,21 +44,25 @@ enum class Phase : uint8_t {
 // "ALLREDUCE", "NEGOTIATE_ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER", ...
 const char* phase_name(Phase phase);
 
+// Slices are written as complete ('X') events once their end is known: the writer holds a
+// begin record (kOpBegin, kNegotiateBegin) and the records inside it until the record that ends
+// it, on the same lane (tensor and rank) or the same tensor's negotiate thread.
 enum class RecordKind : uint8_t {
-  kOpBegin,         // 'B' of an operation slice on lane `rank`; args.op
-  kOpEnd,           // 'E' of the operation slice; args.op.error_string != 0 adds an "error" arg
-  kSpan,            // a leaf sub-phase: 'B' at ts_ns and 'E' at end_ns on lane `rank`
-  kNegotiateBegin,  // 'B' of NEGOTIATE_<OP> on the negotiate thread
+  kOpBegin,         // begins an operation slice on lane `rank`; args.op
+  kOpEnd,           // ends it; args.op.error_string != 0 adds an "error" arg
+  kSpan,            // a leaf sub-phase from ts_ns to end_ns on lane `rank` (inside the open one)
+  kNegotiateBegin,  // begins NEGOTIATE_<OP> on the negotiate thread
   kTick,            // readiness tick of one rank: zero-length 'X' named by the rank; args.tick
-  kNegotiateEnd,    // 'E' of NEGOTIATE_<OP>; args.negotiate
+  kNegotiateEnd,    // ends NEGOTIATE_<OP>; args.negotiate
   kCycle,           // CYCLE_START instant on pid 0; args.cycle
   kInstant,         // a global instant on pid 0 (stall, dead rank); args.instant
   kCounter,         // a counter track sample on pid 0; args.counter
   // A fused batch executed on lane `rank`, in one record per tensor instead of one per event:
   // a kBatch, then its args.batch.spans kBatchSpan records, then one kBatchTensor per tensor,
   // in that order, in one push (a full buffer or outbox keeps a prefix, so a tensor record
-  // never outlives its header). The writer expands each kBatchTensor into the same events as
-  // kOpBegin, kSpan (QUEUE and the sub-phases) and kOpEnd would give.
+  // never outlives its header). The writer gives each kBatchTensor its operation slice, and the
+  // first one written in a file also the batch's sub-phases (QUEUE and the spans), which are the
+  // same for every tensor of the batch.
   kBatch,        // ts_ns: the response's arrival; end_ns: the operation's end; args.batch
   kBatchSpan,    // a sub-phase of the lane's current batch, ts_ns to end_ns
   kBatchTensor,  // one tensor of the lane's current batch; args.op without fused_tensors/error
@@ -66,13 +70,17 @@ enum class RecordKind : uint8_t {
   // begin, end_ns its end; args.negotiation. For up to kMaxInlineTicks ranks; with more, a
   // negotiation is recorded as kNegotiateBegin, kTick per rank, kNegotiateEnd.
   kNegotiation,
+  // One training step of rank `rank`: from its mark of step args.step.step (ts_ns) to its next
+  // mark (end_ns), both on rank 0's clock; a STEP slice on pid 0, thread `steps rank r`.
+  kStep,
 };
-inline constexpr RecordKind kLastRecordKind = RecordKind::kNegotiation;
+inline constexpr RecordKind kLastRecordKind = RecordKind::kStep;
 
 // Whether a record of this kind carries a timestamp in end_ns (converted between clocks too).
 inline bool has_end_ns(RecordKind kind) {
   return kind == RecordKind::kSpan || kind == RecordKind::kBatch ||
-         kind == RecordKind::kBatchSpan || kind == RecordKind::kNegotiation;
+         kind == RecordKind::kBatchSpan || kind == RecordKind::kNegotiation ||
+         kind == RecordKind::kStep;
 }
 
 inline constexpr int kMaxInlineDims = 8;
@@ -107,9 +115,10 @@ struct NegotiateEndArgs {
 inline constexpr int kMaxInlineTicks = 6;
 
 // Where a rank's readiness tick goes in a NEGOTIATE_<OP> slice from begin_ns to end_ns: at its
-// readiness, moved inside the slice when clock-offset uncertainty puts it outside.
+// readiness, moved inside the slice when clock-offset uncertainty puts it outside. Inside means
+// before the end (1 ns before, at the latest), since Perfetto takes a slice's end as outside it.
 inline int64_t tick_ns(int64_t ready_ns, int64_t begin_ns, int64_t end_ns) {
-  return std::min(std::max(ready_ns, begin_ns), end_ns);
+  return std::min(std::max(ready_ns, begin_ns), std::max(begin_ns, end_ns - 1));
 }
 
 // The writer derives the rest: each tick at tick_ns(ready_ns[i], ts_ns, end_ns) with lag
@@ -131,6 +140,10 @@ struct InstantArgs {
   uint32_t message_string;  // StringTable id of a message
 };
 
+struct StepArgs {
+  int64_t step;  // the step's number (from 0 in a run, or the caller's)
+};
+
 struct CounterArgs {
   uint32_t name_string;  // StringTable id of the counter track's name
   int32_t series;        // series index, written as arg "rank <series>"
@@ -143,7 +156,7 @@ struct Record {
   int64_t ts_ns = 0;
   int64_t end_ns = 0;   // see has_end_ns()
   uint32_t tensor = 0;  // tensor id from the StringTable (its name); pid is tensor + 1
-  int16_t rank = 0;     // lane: thread 1 + rank on the tensor's process
+  int16_t rank = 0;     // lane: thread 1 + rank on the tensor's process (kStep: the marking rank)
   RecordKind kind = RecordKind::kSpan;
   Phase phase = Phase::kQueue;
   union {
@@ -155,9 +168,22 @@ struct Record {
     CycleArgs cycle;
     InstantArgs instant;
     CounterArgs counter;
+    StepArgs step;
   } args{};
 };
 static_assert(std::is_trivially_copyable_v<Record>, "records are shipped between ranks as bytes");
 static_assert(sizeof(NegotiationArgs) <= sizeof(OpArgs), "inline ticks must not grow Record");
+
+// The record of one step of `rank`, from `begin_ns` (its mark of step `step`) to `end_ns` (its
+// next mark, or the end of the run), on rank 0's clock.
+inline Record step_record(int16_t rank, int64_t step, int64_t begin_ns, int64_t end_ns) {
+  Record r;
+  r.kind = RecordKind::kStep;
+  r.rank = rank;
+  r.ts_ns = begin_ns;
+  r.end_ns = end_ns;
+  r.args.step.step = step;
+  return r;
+}
 
 }  // namespace ranktime::timeline

@@ -27,6 +27,9 @@ struct OpenSliceInfo {
   int64_t pid = 0;
   int64_t tid = 0;
   int depth = 0;  // 0 = outermost on its thread
+  // A complete slice whose contents the cut took (a negotiation without all its ticks): a
+  // repair keeps the file only up to it, `offset` then being where the event before it ends.
+  bool incomplete = false;
   std::string name;
   double ts = 0;
   uint64_t event_index = 0;
@@ -67,7 +70,8 @@ class TraceChecker {
     double ts = 0;
     uint64_t event_index = 0;
     uint64_t offset = 0;
-    std::vector<bool> ticked;  // negotiations: which ranks have a tick
+    uint64_t previous_end = 0;  // where the event before it in the file ends
+    std::vector<bool> ticked;   // negotiations: which ranks have a tick
     int ticks = 0;
     double last_tick_ts = 0;
     int last_tick_rank = -1;
@@ -83,6 +87,7 @@ class TraceChecker {
     }
   };
 
+  void check_event(const TraceEvent& e);
   void violation(const TraceEvent& e, std::string message);
   void file_violation(uint64_t offset, std::string message);
   std::string where(const TraceEvent& e) const;  // "pid 3 (tensor 'x') tid 2"
@@ -99,8 +104,18 @@ class TraceChecker {
   // Pops the slice an E closes; returns false (after reporting) when it closes nothing.
   bool close_slice(const TraceEvent& e, ThreadState& thread, Frame* closed);
   void check_negotiation_end(const TraceEvent& e, const Frame& frame);
+  // A negotiation without all its ticks is reported once the thread's next one begins (or at
+  // the end): at the end of a file cut short, its ticks were cut off, not left out.
+  void report_incomplete_negotiation(int64_t pid);
 
   CheckOptions options_;
+  struct Incomplete {
+    TraceViolation violation;
+    OpenSliceInfo slice;
+  };
+  std::unordered_map<int64_t, Incomplete> incomplete_negotiations_;  // by pid, not yet reported
+  std::vector<OpenSliceInfo> cut_off_;  // negotiations whose ticks a cut took
+  uint64_t end_offset_ = 0;             // the furthest end of an event added so far
   std::vector<TraceViolation> violations_;
   uint64_t violation_count_ = 0;
   std::unordered_map<std::pair<int64_t, int64_t>, ThreadState, ThreadKeyHash> threads_;

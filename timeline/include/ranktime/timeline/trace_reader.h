@@ -76,8 +76,12 @@ struct TraceReadResult {
 // handed on as they are.
 TraceReadResult read_trace(std::istream& in, const TraceEventCallback& on_event,
                            const TraceReadOptions& options = {});
+// A file, plain or gzip (read as its text, offsets the text's).
 TraceReadResult read_trace_file(const std::string& path, const TraceEventCallback& on_event,
                                 const TraceReadOptions& options = {});
+
+// Whether the file at `path` starts with gzip's magic bytes.
+bool is_gzip_file(const std::string& path);
 
 // The files of one run, in the order to read them: a glob pattern ("t*.json", quoted so the shell
 // leaves it) expands to the files it matches, and the pieces of a rotated trace (NAME.json,

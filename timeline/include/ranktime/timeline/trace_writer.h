@@ -1,6 +1,7 @@
 // TraceWriter: turns Records into a Chrome-trace JSON array on a thread of its own.
 // push() never blocks on I/O and never allocates; when the buffer is full, records are dropped
-// and counted. The file on disk is a complete JSON array after every flush.
+// and counted. The file on disk is a complete JSON array after every flush, plain or gzip (a
+// path ending in ".gz"), and with a size budget recording goes on in numbered files.
 #pragma once
 
 #include <chrono>
@@ -29,12 +30,30 @@ struct TraceWriterOptions {
   bool use_idle_cores = true;
   // Called once, from the writer thread, on the first I/O error (message names path and errno).
   std::function<void(const std::string&)> on_error;
+
+  // A size budget per file, in bytes on disk (0: none). When a file would pass it, the file is
+  // completed (closing metadata and bracket) and recording goes on in the next numbered file,
+  // rotated_path(path, 1), (path, 2), ..., each a standalone trace with the run metadata. A file
+  // passes the budget by at most the events of one record and the closing metadata.
+  uint64_t max_bytes = 0;
+  // Keep only the newest this many files of a rotation, deleting older ones as new ones open
+  // (0: keep all).
+  uint64_t keep_files = 0;
+  // zlib's compression level for a path ending in ".gz": 1 (fastest; the text is repetitive
+  // enough that higher levels gain ~20% more at 3-4 times the CPU, see docs/benchmarks.md) to 9.
+  int gzip_level = 1;
 };
+
+// The name of file `index` of a rotation of `path`: `path` itself for 0, else the number
+// before the extension: t.json -> t.1.json, t.json.gz -> t.1.json.gz, trace -> trace.1.
+std::string rotated_path(const std::string& path, uint64_t index);
 
 class TraceWriter {
  public:
   // Creates (truncates) the file and writes the run metadata. Returns nullptr and sets *error
-  // with a message naming the path and the reason if the file cannot be created.
+  // with a message naming the path and the reason if the file cannot be created. The numbered
+  // files of an earlier rotation of the same path (path.1.json, path.2.json, ... up to the first
+  // missing one) are deleted, so that a set of files is always one run's.
   static std::unique_ptr<TraceWriter> open(const TraceWriterOptions& options,
                                            const RunMetadata& metadata, const StringTable& strings,
                                            std::string* error);
@@ -45,7 +64,11 @@ class TraceWriter {
   // Pushes n records under one lock; returns how many were dropped.
   size_t push(const Record* records, size_t n);
 
-  // Updates the clock offsets written in the closing metadata.
+  // Records come from timeline producers (record.h); a step mark of the collective side, for
+  // example, is push(step_record(rank, step, begin_ns, end_ns)) once its end is known.
+
+  // Updates the clock offsets written in the closing metadata (and in the run metadata of the
+  // files a rotation opens later).
   void set_clock_offsets(std::vector<double> offsets_us, std::vector<double> uncertainty_us);
 
   // Writes everything pushed so far to disk before returning (signal path, tests).
@@ -55,8 +78,9 @@ class TraceWriter {
   void close();
 
   uint64_t dropped() const;
-  uint64_t events_written() const;  // JSON events written so far
-  const std::string& path() const;
+  uint64_t events_written() const;  // JSON events written so far, in all files of a rotation
+  const std::string& path() const;  // the first file's (options.path)
+  uint64_t files_opened() const;    // files of the rotation opened so far (1 without a budget)
 
   struct Impl;
 
