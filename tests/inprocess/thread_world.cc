@@ -74,9 +74,9 @@ bool ThreadGroup::broadcast(int rank, void* data, size_t bytes, int root) {
 }
 
 ThreadBackend::ThreadBackend(int rank, std::shared_ptr<ThreadGroup> group, const Clock* clock)
-    : rank_(rank), group_(std::move(group)), clock_(clock) {}
+    : InlineBackend(clock), rank_(rank), group_(std::move(group)) {}
 
-Status ThreadBackend::run(const Response& r, TensorEntry* entry) {
+Status ThreadBackend::run_one(const Response& r, TensorEntry* entry) {
   const TensorView& v = entry->view;
   bool ok = true;
   switch (r.op) {
@@ -102,31 +102,20 @@ Status ThreadBackend::run(const Response& r, TensorEntry* entry) {
   return ok ? Status::Ok() : Status::Error("the thread group was aborted");
 }
 
-void ThreadBackend::enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
-                            int64_t arrival_ns) {
-  Completion& c = done_;
-  c = Completion{};
-  c.response = response;
-  c.entries = entries;
-  c.arrival_ns = arrival_ns;
-  c.start_ns = clock_->now_ns();
+Status ThreadBackend::run(const Response& response, const std::vector<TensorEntry*>& entries,
+                          PhaseLog* log) {
+  const int64_t start_ns = clock_->now_ns();
+  Status status;
   for (TensorEntry* e : entries) {
-    Status s = run(response, e);
-    if (c.status.ok()) c.status = s;
+    Status s = run_one(response, e);
+    if (status.ok()) status = s;
   }
-  c.end_ns = clock_->now_ns();
   const timeline::Phase phase = response.op == OpType::kAllgather ? timeline::Phase::kMpiAllgather
                                 : response.op == OpType::kBroadcast
                                     ? timeline::Phase::kMpiBcast
                                     : timeline::Phase::kMpiAllreduce;
-  if (response.op != OpType::kBarrier) c.log.add(phase, c.start_ns, c.end_ns);
-  done_waiting_ = true;
-}
-
-void ThreadBackend::take_completions(const std::function<void(Completion&)>& finish) {
-  if (!done_waiting_) return;
-  done_waiting_ = false;
-  finish(done_);
+  if (response.op != OpType::kBarrier) log->add(phase, start_ns, clock_->now_ns());
+  return status;
 }
 
 ThreadWorld::ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub,

@@ -62,24 +62,17 @@ class ThreadGroup {
 };
 
 // The host backend of a thread rank: finishes each response inside enqueue(), as MPI's does.
-class ThreadBackend final : public Backend {
+class ThreadBackend final : public InlineBackend {
  public:
   ThreadBackend(int rank, std::shared_ptr<ThreadGroup> group, const Clock* clock);
-  void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
-               int64_t arrival_ns) override;
-  void take_completions(const std::function<void(Completion&)>& finish) override;
-  size_t pending() const override { return done_waiting_ ? 1 : 0; }
-  void drain() override {}
-  bool completes_in_enqueue() const override { return true; }
 
  private:
-  Status run(const Response& response, TensorEntry* entry);
+  Status run(const Response& response, const std::vector<TensorEntry*>& entries,
+             PhaseLog* log) override;
+  Status run_one(const Response& response, TensorEntry* entry);
 
   int rank_;
   std::shared_ptr<ThreadGroup> group_;
-  const Clock* clock_;
-  Completion done_;
-  bool done_waiting_ = false;
 };
 
 class ThreadWorld final : public World {

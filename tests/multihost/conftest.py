@@ -7,7 +7,9 @@ exits with status 77, which ctest reports as skipped, and says why.
 """
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,28 @@ def run_metadata(trace):
         if event.get("name") == "ranktime_run":
             return event["args"]
     raise AssertionError(f"{trace} has no ranktime_run metadata")
+
+
+def check_trace(trace, closed_cleanly=True):
+    """`ranktime check TRACE` passes (and, unless told otherwise, says the file closed cleanly)."""
+    p = subprocess.run([CLI, "check", str(trace)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    if closed_cleanly:
+        assert "closed cleanly" in p.stdout, p.stdout
+
+
+def summary_json(trace, *args):
+    p = subprocess.run([CLI, "summary", str(trace), "--format", "json", *args],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def wait_until(condition, timeout_s=20):
+    """Polls `condition` until it holds or `timeout_s` passes; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()

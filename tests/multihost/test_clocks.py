@@ -3,23 +3,13 @@ on h1 only, as two real hosts' clocks differ), one rank is made late, and the la
 blames that rank by the delay it was given. The run metadata carries each rank's measured offset
 and its uncertainty. Without the clock alignment, h1's ranks would look 50 ms late (ahead) or
 hide a 20 ms delay behind a 50 ms head start (behind)."""
-import json
-import subprocess
-
 import pytest
 
-from conftest import CLI, SYNTH, ranktime_run, run_metadata
+from conftest import SYNTH, ranktime_run, run_metadata, summary_json
 
 SKEW_US = 50_000
 DELAY_MS = 20
 LAG_TOLERANCE_MS = 5  # as the single-host end-to-end tests (tests/cli/test_real_jobs.py)
-
-
-def summary_json(trace, *args):
-    p = subprocess.run([CLI, "summary", str(trace), "--format", "json", *args],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
 
 
 @pytest.mark.parametrize("skew_us, slow_rank", [(SKEW_US, 1), (-SKEW_US, 3)],

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cluster import Cluster, HOSTS_FILE, PREFIX
-from conftest import ENV, SYNTH, ranktime_run
+from conftest import ENV, SYNTH, ranktime_run, wait_until
 
 HERE = Path(__file__).resolve().parent
 
@@ -89,15 +89,6 @@ def test_rate_limits_both_ends_of_a_link(cluster):
     assert [m and m.group(1) for m in shaping()] == ["1Gbit", "1Gbit"]
     cluster.unrate("h1")
     assert shaping() == [None, None]
-
-
-def wait_until(condition, timeout_s=20):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 # A test body in a child process: brings up a cluster, starts a job that would run for ten

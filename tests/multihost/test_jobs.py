@@ -1,17 +1,10 @@
 """Training jobs across emulated hosts with `ranktime run -H`: results verified, timeline on, the
 trace valid and naming every rank's host."""
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import CLI, SYNTH, WORKLOADS, ranktime_run, run_metadata
-
-
-def check_trace(trace):
-    p = subprocess.run([CLI, "check", str(trace)], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "closed cleanly" in p.stdout, p.stdout
+from conftest import CLI, SYNTH, WORKLOADS, check_trace, ranktime_run, run_metadata
 
 
 @pytest.mark.cluster(hosts=2, slots=2)

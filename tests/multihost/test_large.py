@@ -8,8 +8,7 @@ the default 60 s would take that for a dead peer.
 """
 import pytest
 
-from conftest import SYNTH, WORKLOADS, ranktime_run, run_metadata
-from test_jobs import check_trace
+from conftest import SYNTH, WORKLOADS, check_trace, ranktime_run, run_metadata
 
 HOSTS, SLOTS = 8, 4
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/message.h"
 #include "core/tensor_entry.h"
 
@@ -53,6 +54,44 @@ class Backend {
   // the runtime then shows the watchdog which collective blocks it, and completes at once.
   // False: completions come later, announced by the wake callback the backend was made with.
   virtual bool completes_in_enqueue() const { return false; }
+};
+
+// A backend that runs each response inside enqueue() (MPI's, the in-process tests' thread
+// backend): its completion is ready when enqueue() returns, in one Completion reused for every
+// response (its vectors keep their memory: nothing is allocated per response).
+class InlineBackend : public Backend {
+ public:
+  void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
+               int64_t arrival_ns) final {
+    Completion& c = done_;
+    c.response = response;
+    c.entries = entries;
+    c.arrival_ns = arrival_ns;
+    c.log.clear();
+    c.start_ns = clock_->now_ns();
+    c.status = run(response, entries, &c.log);
+    c.end_ns = clock_->now_ns();
+    done_waiting_ = true;
+  }
+  void take_completions(const std::function<void(Completion&)>& finish) final {
+    if (!done_waiting_) return;
+    done_waiting_ = false;
+    finish(done_);
+  }
+  size_t pending() const final { return done_waiting_ ? 1 : 0; }
+  void drain() final {}
+  bool completes_in_enqueue() const final { return true; }
+
+ protected:
+  explicit InlineBackend(const Clock* clock) : clock_(clock) {}
+  // Runs `response` for `entries`, recording its sub-phases into *log; the response's outcome.
+  virtual Status run(const Response& response, const std::vector<TensorEntry*>& entries,
+                     PhaseLog* log) = 0;
+  const Clock* clock_;
+
+ private:
+  Completion done_;
+  bool done_waiting_ = false;
 };
 
 }  // namespace ranktime

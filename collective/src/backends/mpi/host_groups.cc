@@ -8,18 +8,21 @@ HostGroups::HostGroups(MPI_Comm comm) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size_);
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host_);
-  int host_rank = 0;
-  MPI_Comm_rank(host_, &host_rank);
-  MPI_Comm_split(comm, host_rank == 0 ? 0 : MPI_UNDEFINED, rank, &leaders_);
-  int is_leader = host_rank == 0 ? 1 : 0;
-  MPI_Allreduce(&is_leader, &hosts_, 1, MPI_INT, MPI_SUM, comm);
+  MPI_Comm_rank(host_, &host_rank_);
+  MPI_Comm_size(host_, &host_size_);
+  MPI_Comm_split(comm, host_rank_, rank, &cross_);
+  MPI_Comm_rank(cross_, &cross_rank_);
+  MPI_Comm_size(cross_, &cross_size_);
+  // Every host has a first rank: among them, the cross group holds every host.
+  hosts_ = cross_size_;
+  MPI_Bcast(&hosts_, 1, MPI_INT, 0, host_);
 }
 
 HostGroups::~HostGroups() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  if (leaders_ != MPI_COMM_NULL) MPI_Comm_free(&leaders_);
+  MPI_Comm_free(&cross_);
   MPI_Comm_free(&host_);
 }
 

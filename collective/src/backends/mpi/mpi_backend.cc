@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "backends/mpi/outcome.h"
-#include "core/log.h"
 
 namespace ranktime {
 namespace {
@@ -78,24 +77,15 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes, bool by_host,
-                       std::string test_fail_local)
-    : comm_(comm),
-      clock_(clock),
+MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes,
+                       std::shared_ptr<const HostGroups> hosts, std::string test_fail_local)
+    : InlineBackend(clock),
+      comm_(comm),
       chunk_bytes_(chunk_bytes),
-      test_fail_local_(std::move(test_fail_local)) {
+      test_fail_local_(std::move(test_fail_local)),
+      hosts_(std::move(hosts)) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
-  if (by_host) {
-    hosts_ = std::make_unique<HostGroups>(comm_);
-    if (!hosts_->worthwhile()) {
-      if (rank_ == 0) {
-        RANKTIME_LOG(kInfo, "host-aware allreduce off: " << hosts_->hosts() << " host(s) for "
-                                                         << size_ << " ranks");
-      }
-      hosts_.reset();
-    }
-  }
   MPI_Type_contiguous(2, MPI_BYTE, &half_type_);
   MPI_Type_commit(&half_type_);
   MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_type_);
@@ -209,29 +199,14 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   return rc;
 }
 
-void MpiBackend::enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
-                         int64_t arrival_ns) {
-  Completion& c = done_;
-  c.response = response;
-  c.entries = entries;
-  c.arrival_ns = arrival_ns;
-  c.log.clear();
-  c.start_ns = clock_->now_ns();
+Status MpiBackend::run(const Response& response, const std::vector<TensorEntry*>& entries,
+                       PhaseLog* log) {
   // A rank whose own part failed still runs the collective (the others are in it), then every
   // rank agrees on the outcome. A barrier moves no data: nothing to vouch for.
   const Status local = injected_local_fault(test_fail_local_, rank_, response);
-  c.status = execute(response, entries, &c.log);
-  if (response.op != OpType::kBarrier) {
-    c.status = agree_on_outcome(comm_, rank_, local.ok() ? c.status : local, response);
-  }
-  c.end_ns = clock_->now_ns();
-  done_waiting_ = true;
-}
-
-void MpiBackend::take_completions(const std::function<void(Completion&)>& finish) {
-  if (!done_waiting_) return;
-  done_waiting_ = false;
-  finish(done_);
+  Status status = execute(response, entries, log);
+  if (response.op == OpType::kBarrier) return status;
+  return agree_on_outcome(comm_, rank_, local.ok() ? status : local, response);
 }
 
 Status MpiBackend::execute(const Response& response, const std::vector<TensorEntry*>& entries,

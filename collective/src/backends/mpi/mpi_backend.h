@@ -20,31 +20,25 @@
 
 namespace ranktime {
 
-class MpiBackend final : public Backend {
+class MpiBackend final : public InlineBackend {
  public:
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
-  // `by_host`: allreduce host-aware where the job spans several hosts, one with several ranks
-  // (collective over comm when true: every rank of comm must pass the same value).
-  // `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
+  // `hosts`: allreduce host-aware over these groups (every rank of comm must pass them, or
+  // none); null: flat. `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
   MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
-             bool by_host = false, std::string test_fail_local = {});
+             std::shared_ptr<const HostGroups> hosts = nullptr, std::string test_fail_local = {});
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
-
-  // Backend: runs the collective now; its completion is ready when enqueue() returns.
-  void enqueue(const Response& response, const std::vector<TensorEntry*>& entries,
-               int64_t arrival_ns) override;
-  void take_completions(const std::function<void(Completion&)>& finish) override;
-  size_t pending() const override { return done_waiting_ ? 1 : 0; }
-  void drain() override {}
-  bool completes_in_enqueue() const override { return true; }
 
   // Runs `response` for `entries` (one per response name, same order), recording sub-phase
   // timings into *log. Returns the first error; the caller completes the handles.
   Status execute(const Response& response, const std::vector<TensorEntry*>& entries, PhaseLog* log);
 
  private:
+  // InlineBackend: the collective, then every rank's agreement on its outcome.
+  Status run(const Response& response, const std::vector<TensorEntry*>& entries,
+             PhaseLog* log) override;
   Status allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseLog* log);
   Status allgather(const Response& response, TensorEntry* entry, PhaseLog* log);
@@ -59,7 +53,6 @@ class MpiBackend final : public Backend {
   uint8_t* fusion_buffer(size_t bytes);
 
   MPI_Comm comm_;
-  const Clock* clock_;
   int64_t chunk_bytes_;
   std::string test_fail_local_;
   int size_ = 1;
@@ -68,10 +61,8 @@ class MpiBackend final : public Backend {
   MPI_Datatype bfloat16_type_ = MPI_DATATYPE_NULL;
   // Custom ops for the 16-bit float types, indexed [dtype is bf16][ReduceOp].
   MPI_Op half_ops_[2][kNumReduceOps] = {};
-  std::unique_ptr<HostGroups> hosts_;  // set when allreducing host-aware
+  std::shared_ptr<const HostGroups> hosts_;  // set when allreducing host-aware
   std::vector<uint8_t> fusion_;
-  Completion done_;  // what enqueue() finished (reused: its vectors keep their memory)
-  bool done_waiting_ = false;
 };
 
 }  // namespace ranktime

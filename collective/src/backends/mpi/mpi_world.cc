@@ -21,19 +21,14 @@ constexpr std::chrono::milliseconds kAbortGrace(4000);
 MpiWorld::MpiWorld(std::string status_file) : status_file_(std::move(status_file)) {
   MPI_Comm_dup(MPI_COMM_WORLD, &control_);
   MPI_Comm_dup(MPI_COMM_WORLD, &data_);
+  hosts_ = std::make_shared<const HostGroups>(control_);
   Placement& p = placement_;
   MPI_Comm_rank(control_, &p.rank);
   MPI_Comm_size(control_, &p.size);
-  MPI_Comm local;
-  MPI_Comm_split_type(control_, MPI_COMM_TYPE_SHARED, p.rank, MPI_INFO_NULL, &local);
-  MPI_Comm_rank(local, &p.local_rank);
-  MPI_Comm_size(local, &p.local_size);
-  MPI_Comm_free(&local);
-  MPI_Comm cross;
-  MPI_Comm_split(control_, p.local_rank, p.rank, &cross);
-  MPI_Comm_rank(cross, &p.cross_rank);
-  MPI_Comm_size(cross, &p.cross_size);
-  MPI_Comm_free(&cross);
+  p.local_rank = hosts_->host_rank();
+  p.local_size = hosts_->host_size();
+  p.cross_rank = hosts_->cross_rank();
+  p.cross_size = hosts_->cross_size();
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   p.hostname = host;
@@ -53,14 +48,17 @@ std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config
   // Ranks that disagree would wait for each other in different collectives: all or none.
   int asked[2] = {config.hierarchical_allreduce ? 1 : 0, config.hierarchical_allreduce ? 0 : 1};
   MPI_Allreduce(MPI_IN_PLACE, asked, 2, MPI_INT, MPI_MAX, data_);
-  const bool by_host = asked[0] == 1 && asked[1] == 0;
-  if (asked[0] == 1 && asked[1] == 1 && placement_.rank == 0) {
+  const bool by_host = asked[0] == 1 && asked[1] == 0 && hosts_->worthwhile();
+  if (placement_.rank == 0 && asked[0] == 1 && asked[1] == 1) {
     RANKTIME_LOG(kWarning,
                  "RANKTIME_HIERARCHICAL_ALLREDUCE differs between ranks: every rank "
                  "allreduces flat");
+  } else if (placement_.rank == 0 && asked[0] == 1 && !by_host) {
+    RANKTIME_LOG(kInfo, "host-aware allreduce off: " << hosts_->hosts() << " host(s) for "
+                                                     << placement_.size << " ranks");
   }
-  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk, by_host,
-                                      config.test_fail_local);
+  return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk,
+                                      by_host ? hosts_ : nullptr, config.test_fail_local);
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,

@@ -6,6 +6,10 @@
 
 #include <mpi.h>
 
+#include <memory>
+#include <string>
+
+#include "backends/mpi/host_groups.h"
 #include "backends/mpi/mpi_channel.h"
 #include "runtime/world.h"
 
@@ -29,8 +33,9 @@ class MpiWorld final : public World {
   void doom(const std::string& reason) override;
 
  private:
-  MPI_Comm control_ = MPI_COMM_NULL;  // negotiation messages
-  MPI_Comm data_ = MPI_COMM_NULL;     // the collectives themselves
+  MPI_Comm control_ = MPI_COMM_NULL;         // negotiation messages
+  MPI_Comm data_ = MPI_COMM_NULL;            // the collectives themselves
+  std::shared_ptr<const HostGroups> hosts_;  // placement on the hosts; the host-aware allreduce
   Placement placement_;
   std::unique_ptr<MpiChannel> channel_;
   std::string status_file_;
