@@ -52,11 +52,16 @@ std::optional<Liveness::Loss> Liveness::check(int64_t now,
                                               const std::vector<int64_t>& pids) {
   if (!enabled() || now - last_check_ns_ < kPeerCheckIntervalNs) return std::nullopt;
   last_check_ns_ = now;
+  // "rank 3 (host h1, pid 4242) has sent nothing for 5.0 s"
+  auto silent = [&](int r) {
+    return "rank " + std::to_string(r) + " (host " + hostnames.at(r) + ", pid " +
+           std::to_string(pids.at(r)) + ") has sent nothing for " +
+           seconds_text(silent_ns(r, now)) + " s";
+  };
   if (rank_ != 0) {
     if (silent_ns(0, now) <= timeout_ns_) return std::nullopt;
     peer_lost_ = true;
-    Loss loss{0, "rank 0 has sent nothing for " + seconds_text(silent_ns(0, now)) + " s (" +
-                     timeout_setting() + "): it died or hangs"};
+    Loss loss{0, silent(0) + " (" + timeout_setting() + "): it died or hangs"};
     RANKTIME_LOG(kError, loss.reason);
     return loss;
   }
@@ -66,9 +71,7 @@ std::optional<Liveness::Loss> Liveness::check(int64_t now,
     if (lost_[r] || silent_ns(r, now) <= timeout_ns_) continue;
     lost_[r] = 1;
     if (first_lost < 0) first_lost = r;
-    lost += (lost.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (host " +
-            hostnames[r] + ", pid " + std::to_string(pids[r]) + ") has sent nothing for " +
-            seconds_text(silent_ns(r, now)) + " s";
+    lost += (lost.empty() ? "" : "; ") + silent(r);
   }
   if (first_lost < 0) return std::nullopt;
   peer_lost_ = true;

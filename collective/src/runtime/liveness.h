@@ -42,7 +42,7 @@ class Liveness {
   const std::vector<char>& lost_ranks() const { return lost_; }
   // Peers silent for longer than the timeout (checked at most every 10 ms), marked lost: the
   // first one and the reason, naming each ("rank 3 (host h, pid p) has sent nothing for 61.0 s
-  // (RANKTIME_PEER_TIMEOUT_S=60.0): it died or hangs"). `hostnames` and `pids` on rank 0.
+  // (RANKTIME_PEER_TIMEOUT_S=60.0): it died or hangs"). `hostnames` and `pids`: every rank's.
   struct Loss {
     int first_rank;
     std::string reason;
