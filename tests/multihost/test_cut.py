@@ -74,6 +74,24 @@ def trace_instants(trace, name):
             if e.get("name") == name]
 
 
+def rank0_lost_h1(trace):
+    """Rank 0's trace is complete and valid, with a PEER_LOST instant that names h1's ranks."""
+    assert any(H1_LOST in m for m in trace_instants(trace, "PEER_LOST"))
+    check_trace(trace)
+
+
+def ends_and_heals(cluster, tmp_path, cut, other):
+    """After `cut` was cut: nothing of the job is left on `other`, no rank on `cut` (its daemon
+    waits for the link: its connection to mpirun is in a TCP retransmission); once healed, the
+    daemon learns mpirun is gone and nothing is left there either, and a new job runs."""
+    assert wait_until(lambda: not cluster.host_processes(other), 60), \
+        cluster.host_processes(other)
+    assert wait_until(lambda: not job_ranks(cluster, cut), 60), job_ranks(cluster, cut)
+    cluster.heal(cut)
+    assert wait_until(lambda: not cluster.host_processes(cut), 60), cluster.host_processes(cut)
+    runs_again(cluster, tmp_path)
+
+
 def runs_again(cluster, tmp_path):
     p = ranktime_run(cluster, 4, [SYNTH, "--small-tensors", "4", "--steps", "2", "--quiet"],
                      cwd=tmp_path, timeout=120)
@@ -89,17 +107,8 @@ def test_a_cut_link_ends_the_job_in_bounded_time(cluster, tmp_path):
     assert "[ranktime 0] error: rank 2 (host h1, pid" in err and H1_LOST in err, err[-3000:]
     assert ranks_reporting(err, H1_LOST) >= {1}, err[-3000:]
     assert "ranktime run: the job was aborted" in err, err[-3000:]
-    # Rank 0's trace is complete and valid, with the PEER_LOST instant.
-    assert any(H1_LOST in m for m in trace_instants(tmp_path / "t.json", "PEER_LOST"))
-    check_trace(tmp_path / "t.json")
-
-    # Nothing of the job is left on h0, nor any rank on h1; once healed, h1's daemon learns
-    # mpirun is gone.
-    assert wait_until(lambda: not cluster.host_processes("h0"), 60), cluster.host_processes("h0")
-    assert wait_until(lambda: not job_ranks(cluster, "h1"), 60), job_ranks(cluster, "h1")
-    cluster.heal("h1")
-    assert wait_until(lambda: not cluster.host_processes("h1"), 60), cluster.host_processes("h1")
-    runs_again(cluster, tmp_path)
+    rank0_lost_h1(tmp_path / "t.json")
+    ends_and_heals(cluster, tmp_path, cut="h1", other="h0")
 
 
 def kill_every_rank_of(cluster, host):
@@ -139,8 +148,7 @@ def test_every_rank_of_one_host_killed_with_recovery_ranktime_names_the_host(clu
     assert took <= BOUND_S, (took, err[-3000:])
     assert ranks_reporting(err, H1_LOST) >= {1}, err[-3000:]
     assert "ranktime run: the job was aborted" in err and H1_LOST in err, err[-3000:]
-    assert any(H1_LOST in m for m in trace_instants(tmp_path / "t.json", "PEER_LOST"))
-    check_trace(tmp_path / "t.json")
+    rank0_lost_h1(tmp_path / "t.json")
     assert wait_until(lambda: not cluster.host_processes(), 60), cluster.host_processes()
     runs_again(cluster, tmp_path)
 
@@ -158,14 +166,7 @@ def test_rank0s_host_cut_the_other_host_gives_up_on_rank0(cluster, tmp_path):
     assert ranks_reporting(err, silent_rank0), err[-3000:]
     assert "or host h0 cannot be reached" in err, err[-3000:]
     assert "ranktime run: the job was aborted" in err, err[-3000:]
-    # Rank 0 carries on on its side: it gives up on h1's ranks, and its trace (here on a file
-    # system every host shares) is complete.
-    assert any(H1_LOST in m for m in trace_instants(tmp_path / "t.json", "PEER_LOST"))
-    check_trace(tmp_path / "t.json")
-
-    # The ranks end on both sides; h0's daemon leaves once the link is back.
-    assert wait_until(lambda: not cluster.host_processes("h1"), 60), cluster.host_processes("h1")
-    assert wait_until(lambda: not job_ranks(cluster, "h0"), 60), job_ranks(cluster, "h0")
-    cluster.heal("h0")
-    assert wait_until(lambda: not cluster.host_processes("h0"), 60), cluster.host_processes("h0")
-    runs_again(cluster, tmp_path)
+    # Rank 0 carries on on its side: it gives up on h1's ranks (its trace is here on a file
+    # system every host shares).
+    rank0_lost_h1(tmp_path / "t.json")
+    ends_and_heals(cluster, tmp_path, cut="h0", other="h1")
