@@ -1,5 +1,6 @@
 """The host-aware allreduce (`--hierarchical-allreduce`) across emulated hosts: every operation x
-dtype exact, fused and unfused, on uneven hosts (3 + 1 ranks) and even ones (2 + 2); its stages in
+dtype exact, fused and unfused, on uneven hosts (3 + 1 ranks) and even ones (2 + 2), with the
+default chunks (4 MiB) and small ones (many chunks in the pipeline at once); its stages in
 the timeline: MPI_REDUCE inside a host on every rank, MPI_ALLREDUCE among the hosts' first ranks
 only, MPI_BCAST inside a host on every rank."""
 import json
@@ -8,7 +9,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import check_trace, ranktime_run
+from conftest import check_trace, ranktime_run, run_metadata
 
 COLLECTIVES_TEST = os.environ.get("RANKTIME_COLLECTIVES_TEST")
 
@@ -31,7 +32,10 @@ def sub_phases_by_rank(trace):
     ("h0:3,h1:1", {0, 3}, []),
     ("h0:3,h1:1", {0, 3}, ["--fusion-threshold-mb", "0"]),
     ("h0:2,h1:2", {0, 2}, []),
-], ids=["uneven_fused", "uneven_unfused", "even_fused"])
+    # 64 KiB chunks: every 70,001-element tensor in several, fused buffers in hundreds, all
+    # pipelined through the three stages.
+    ("h0:2,h1:2", {0, 2}, ["--mpi-arg=-x", "--mpi-arg=RANKTIME_ALLREDUCE_CHUNK=65536"]),
+], ids=["uneven_fused", "uneven_unfused", "even_fused", "even_fused_small_chunks"])
 def test_every_op_and_dtype_exact_and_the_stages_in_the_timeline(cluster, tmp_path, placement,
                                                                    leaders, fusion):
     trace = tmp_path / "t.json"
@@ -41,6 +45,8 @@ def test_every_op_and_dtype_exact_and_the_stages_in_the_timeline(cluster, tmp_pa
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "FAILED" not in p.stdout, p.stdout[-3000:]
     check_trace(trace, closed_cleanly=False)
+    chunk = next((a.rsplit("=", 1)[1] for a in fusion if "RANKTIME_ALLREDUCE_CHUNK=" in a), "4194304")
+    assert run_metadata(trace)["config"]["RANKTIME_ALLREDUCE_CHUNK"] == chunk
     phases = sub_phases_by_rank(trace)
     for rank in range(4):
         assert {"MPI_REDUCE", "MPI_BCAST"} <= phases[rank], (rank, phases[rank])

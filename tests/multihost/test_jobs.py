@@ -35,14 +35,16 @@ ranktime.shutdown()
     ("h0:3,h1:1", {0: (0, 3, 0, 2), 1: (1, 3, 0, 1), 2: (2, 3, 0, 1), 3: (0, 1, 1, 2)}),
 ], ids=["2+2", "3+1"])
 def test_placement_from_the_hosts(cluster, tmp_path, hosts, expected):
+    """The API's placement, and the run metadata's, are the hosts' (as -H placed the ranks)."""
     script = tmp_path / "placement.py"
     script.write_text(PLACEMENT)
     python_dir = Path(CLI).parent / "python"
     if not (python_dir / "ranktime").is_dir():
         pytest.skip(f"the Python module is not built in {python_dir.parent}")
+    trace = tmp_path / "t.json"
     p = ranktime_run(cluster, 4, ["/usr/bin/python3", script],
                      "--mpi-arg=-x", f"--mpi-arg=PYTHONPATH={python_dir}",
-                     placement=["-H", hosts], cwd=tmp_path)
+                     "--timeline-filename", trace, placement=["-H", hosts], cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     seen = {}
     for line in p.stdout.splitlines():
@@ -50,3 +52,14 @@ def test_placement_from_the_hosts(cluster, tmp_path, hosts, expected):
             rank, *rest = map(int, line.split()[1:])
             seen[rank] = tuple(rest)
     assert seen == expected, p.stdout
+
+    meta = run_metadata(trace)
+    assert meta["hostnames"] == [h for h, n in (x.split(":") for x in hosts.split(","))
+                                 for _ in range(int(n))], meta
+    in_metadata = {rank: tuple(meta[field][rank] for field in
+                               ("local_ranks", "local_sizes", "cross_ranks", "cross_sizes"))
+                   for rank in range(4)}
+    assert in_metadata == expected, meta
+    # Each rank's clock offset and its uncertainty (multihost.clocks checks their values).
+    assert len(meta["clock_offsets_us"]) == len(meta["clock_uncertainty_us"]) == 4, meta
+    assert meta["clock_offsets_us"][0] == 0 and all(u >= 0 for u in meta["clock_uncertainty_us"])

@@ -31,6 +31,10 @@ inline RunMetadata two_rank_metadata() {
   m.clock_uncertainty_us = {0, 1.1};
   m.mark_cycles = false;
   m.all_ranks = true;
+  m.local_ranks = {0, 1};
+  m.local_sizes = {2, 2};
+  m.cross_ranks = {0, 0};
+  m.cross_sizes = {1, 1};
   return m;
 }
 
@@ -46,6 +50,7 @@ inline std::vector<json> two_rank_metadata_events() {
                       "args":{"name":"cycles"}})"),
       json::parse(R"({"name":"ranktime_run","ph":"i","pid":0,"tid":0,"ts":0.0,"args":{
           "ranks":2,"hostnames":["n1","n1"],"pids":[411,412],
+          "local_ranks":[0,1],"local_sizes":[2,2],"cross_ranks":[0,0],"cross_sizes":[1,1],
           "start_time_since_epoch_in_micros":1795000000000000,
           "config":{"RANKTIME_CYCLE_TIME_MS":"5","TIMELINE_MARK_CYCLES":"0"},
           "clock_offsets_us":[0,-0.4],"clock_uncertainty_us":[0,1.1],

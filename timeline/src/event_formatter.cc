@@ -294,6 +294,13 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, int64_t 
       metadata.hostnames, [](const std::string& s, TextBuffer* o) { append_quoted(s, o); }, out);
   out->append(",\"pids\":");
   append_array(metadata.pids, json::append_int, out);
+  for (const auto& [name, values] : {std::pair{",\"local_ranks\":", &metadata.local_ranks},
+                                     {",\"local_sizes\":", &metadata.local_sizes},
+                                     {",\"cross_ranks\":", &metadata.cross_ranks},
+                                     {",\"cross_sizes\":", &metadata.cross_sizes}}) {
+    out->append(name);
+    append_array(*values, json::append_int, out);
+  }
   out->append(",\"start_time_since_epoch_in_micros\":");
   json::append_int(metadata.start_time_since_epoch_us, out);
   out->append(",\"config\":{");

@@ -24,10 +24,11 @@ class ControlChannel {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Start-up. Rank 0 gets every rank's host name and process id, in rank order; other ranks
-  // get nothing.
-  virtual void gather_hosts(const std::string& hostname, int64_t pid,
-                            std::vector<std::string>* hostnames, std::vector<int64_t>* pids) = 0;
+  // Start-up. Every rank gets every rank's host name and `numbers` (the same count from every
+  // rank: its pid and placement), in rank order: `all_numbers` holds rank 0's, then rank 1's, ...
+  virtual void allgather_hosts(const std::string& hostname, const std::vector<int64_t>& numbers,
+                               std::vector<std::string>* hostnames,
+                               std::vector<int64_t>* all_numbers) = 0;
   // Rank 0's `count` values replace every other rank's.
   virtual void broadcast(int* values, int count) = 0;
   // Clock ping-pong: rank 0 sends `rank` its time t0 and waits for the answer (t1: the rank got

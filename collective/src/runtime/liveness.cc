@@ -52,29 +52,76 @@ std::optional<Liveness::Loss> Liveness::check(int64_t now,
                                               const std::vector<int64_t>& pids) {
   if (!enabled() || now - last_check_ns_ < kPeerCheckIntervalNs) return std::nullopt;
   last_check_ns_ = now;
+  // "rank 3 (host h1, pid 4242) has sent nothing for 5.0 s"
+  auto silent = [&](int r) {
+    return "rank " + std::to_string(r) + " (host " + hostnames.at(r) + ", pid " +
+           std::to_string(pids.at(r)) + ") has sent nothing for " +
+           seconds_text(silent_ns(r, now)) + " s";
+  };
   if (rank_ != 0) {
     if (silent_ns(0, now) <= timeout_ns_) return std::nullopt;
     peer_lost_ = true;
-    Loss loss{0, "rank 0 has sent nothing for " + seconds_text(silent_ns(0, now)) + " s (" +
-                     timeout_setting() + "): it died or hangs"};
+    const bool other_host = hostnames.at(0) != hostnames.at(rank_);
+    Loss loss{0, silent(0) + " (" + timeout_setting() + "): it died or hangs" +
+                     (other_host ? ", or host " + hostnames[0] + " cannot be reached" : "")};
     RANKTIME_LOG(kError, loss.reason);
     return loss;
   }
-  std::string lost;
-  int first_lost = -1;
+  std::vector<int> lost;
   for (int r = 1; r < size_; ++r) {
-    if (lost_[r] || silent_ns(r, now) <= timeout_ns_) continue;
-    lost_[r] = 1;
-    if (first_lost < 0) first_lost = r;
-    lost += (lost.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " (host " +
-            hostnames[r] + ", pid " + std::to_string(pids[r]) + ") has sent nothing for " +
-            seconds_text(silent_ns(r, now)) + " s";
+    if (!lost_[r] && silent_ns(r, now) > timeout_ns_) lost.push_back(r);
   }
-  if (first_lost < 0) return std::nullopt;
+  if (lost.empty()) return std::nullopt;
+  // A host that cannot be reached silences all its ranks at once, while a live rank heartbeats
+  // every quarter of the timeout: the ranks of a lost rank's host (not rank 0's, which is
+  // reachable) silent for more than half of it are lost with it, so that one message names them.
+  const size_t past_timeout = lost.size();
+  for (int r = 1; r < size_; ++r) {
+    const int64_t silent_for = silent_ns(r, now);
+    if (lost_[r] || hostnames[r] == hostnames[0] || silent_for <= timeout_ns_ / 2 ||
+        silent_for > timeout_ns_) {
+      continue;
+    }
+    if (std::any_of(lost.begin(), lost.begin() + past_timeout,
+                    [&](int l) { return hostnames[l] == hostnames[r]; })) {
+      lost.push_back(r);
+    }
+  }
+  std::sort(lost.begin(), lost.end());
+  std::string reason;
+  for (int r : lost) {
+    lost_[r] = 1;
+    reason += (reason.empty() ? "" : "; ") + silent(r);
+  }
   peer_lost_ = true;
-  Loss loss{first_lost, lost + " (" + timeout_setting() + "): it died or hangs"};
+  Loss loss{lost.front(), reason + " (" + timeout_setting() + "): " + why_lost(lost, hostnames)};
   RANKTIME_LOG(kError, loss.reason);
   return loss;
+}
+
+std::string Liveness::why_lost(const std::vector<int>& lost,
+                               const std::vector<std::string>& hostnames) const {
+  // Hosts other than rank 0's whose every rank is now lost, as "h1 (ranks 2, 3)".
+  std::vector<std::string> seen, hosts;
+  for (int l : lost) {
+    const std::string& host = hostnames[l];
+    if (host == hostnames[0] || std::count(seen.begin(), seen.end(), host) != 0) continue;
+    seen.push_back(host);
+    std::vector<int> ranks;
+    for (int r = 0; r < size_; ++r) {
+      if (hostnames[r] == host) ranks.push_back(r);
+    }
+    if (!std::all_of(ranks.begin(), ranks.end(), [&](int r) { return lost_[r] != 0; })) continue;
+    std::string text = host + (ranks.size() == 1 ? " (rank " : " (ranks ");
+    for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+    hosts.push_back(text + ")");
+  }
+  if (hosts.empty()) return "it died or hangs";
+  std::string named;
+  for (const auto& h : hosts) named += (named.empty() ? "" : ", ") + h;
+  return hosts.size() == 1
+             ? "host " + named + " cannot be reached, or every rank on it died or hangs"
+             : "hosts " + named + " cannot be reached, or every rank on them died or hangs";
 }
 
 void Liveness::start_watchdog(std::function<void(const std::string&, int64_t)> on_hang) {

@@ -42,7 +42,10 @@ class Liveness {
   const std::vector<char>& lost_ranks() const { return lost_; }
   // Peers silent for longer than the timeout (checked at most every 10 ms), marked lost: the
   // first one and the reason, naming each ("rank 3 (host h, pid p) has sent nothing for 61.0 s
-  // (RANKTIME_PEER_TIMEOUT_S=60.0): it died or hangs"). `hostnames` and `pids` on rank 0.
+  // (RANKTIME_PEER_TIMEOUT_S=60.0): it died or hangs"). On rank 0, the ranks of a lost rank's
+  // host silent for over half the timeout are lost with it, and a host whose every rank is lost
+  // is named ("...: host h1 (ranks 2, 3) cannot be reached, or every rank on it died or hangs").
+  // `hostnames` and `pids`: every rank's.
   struct Loss {
     int first_rank;
     std::string reason;
@@ -64,6 +67,10 @@ class Liveness {
 
  private:
   int64_t silent_ns(int rank, int64_t now_ns) const;
+  // How the message about the `lost` ranks ends: "it died or hangs", or, when every rank of a
+  // host other than rank 0's is lost, "host h1 (ranks 2, 3) cannot be reached, or ...".
+  std::string why_lost(const std::vector<int>& lost,
+                       const std::vector<std::string>& hostnames) const;
   std::string timeout_setting() const;  // "RANKTIME_PEER_TIMEOUT_S=<s>"
   void watch();
 

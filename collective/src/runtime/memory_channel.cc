@@ -1,6 +1,7 @@
 // In-memory control channel (see memory_channel.h).
 #include "runtime/memory_channel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -84,25 +85,26 @@ bool MemoryHub::try_take_control(int to, int* from, Bytes* out) {
 MemoryChannel::MemoryChannel(std::shared_ptr<MemoryHub> hub, int rank)
     : hub_(std::move(hub)), rank_(rank) {}
 
-void MemoryChannel::gather_hosts(const std::string& hostname, int64_t pid,
-                                 std::vector<std::string>* hostnames, std::vector<int64_t>* pids) {
+void MemoryChannel::allgather_hosts(const std::string& hostname,
+                                    const std::vector<int64_t>& numbers,
+                                    std::vector<std::string>* hostnames,
+                                    std::vector<int64_t>* all_numbers) {
   using Tag = MemoryHub::Tag;
-  if (rank_ != 0) {
-    auto bytes = std::make_shared<Bytes>(sizeof(pid) + hostname.size());
-    std::memcpy(bytes->data(), &pid, sizeof(pid));
-    if (!hostname.empty())
-      std::memcpy(bytes->data() + sizeof(pid), hostname.data(), hostname.size());
-    hub_->post(rank_, 0, Tag::kHosts, std::move(bytes));
-    return;
+  // numbers, then the host name
+  auto mine = std::make_shared<Bytes>(sizeof(int64_t) * numbers.size() + hostname.size());
+  if (!numbers.empty()) std::memcpy(mine->data(), numbers.data(), sizeof(int64_t) * numbers.size());
+  std::copy(hostname.begin(), hostname.end(), mine->begin() + sizeof(int64_t) * numbers.size());
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank_) hub_->post(rank_, r, Tag::kHosts, mine);
   }
-  hostnames->assign(1, hostname);
-  pids->assign(1, pid);
-  for (int r = 1; r < size(); ++r) {
-    Bytes b = hub_->take(0, r, Tag::kHosts);
-    int64_t p = 0;
-    std::memcpy(&p, b.data(), sizeof(p));
-    pids->push_back(p);
-    hostnames->emplace_back(b.begin() + sizeof(p), b.end());
+  hostnames->clear();
+  all_numbers->assign(numbers.size() * size(), 0);
+  for (int r = 0; r < size(); ++r) {
+    const Bytes b = r == rank_ ? *mine : hub_->take(rank_, r, Tag::kHosts);
+    const size_t number_bytes = sizeof(int64_t) * numbers.size();
+    if (b.size() < number_bytes) throw std::logic_error("memory channel: size mismatch");
+    if (number_bytes) std::memcpy(all_numbers->data() + r * numbers.size(), b.data(), number_bytes);
+    hostnames->emplace_back(b.begin() + number_bytes, b.end());
   }
 }
 

@@ -14,7 +14,18 @@ constexpr size_t kClockWindow = 256;
 
 Peers gather_peers(ControlChannel& channel, const Placement& me) {
   Peers peers;
-  channel.gather_hosts(me.hostname, me.pid, &peers.hostnames, &peers.pids);
+  std::vector<int64_t> all;
+  channel.allgather_hosts(me.hostname,
+                          {me.pid, me.local_rank, me.local_size, me.cross_rank, me.cross_size},
+                          &peers.hostnames, &all);
+  constexpr size_t kNumbers = 5;
+  for (size_t i = 0; i + kNumbers <= all.size(); i += kNumbers) {
+    peers.pids.push_back(all[i]);
+    peers.local_ranks.push_back(static_cast<int>(all[i + 1]));
+    peers.local_sizes.push_back(static_cast<int>(all[i + 2]));
+    peers.cross_ranks.push_back(static_cast<int>(all[i + 3]));
+    peers.cross_sizes.push_back(static_cast<int>(all[i + 4]));
+  }
   return peers;
 }
 

@@ -1,7 +1,7 @@
 // Start-up, collective over the control channel, every rank in this order: who is who (host
-// names and process ids, for the run metadata and messages), the clock offsets (rank 0 runs
-// min-RTT ping-pongs with every rank), and rank 0's timeline settings for everyone (so that all
-// ranks agree on what to record and ship).
+// names, process ids and places on the hosts, for the run metadata and messages), the clock offsets
+// (rank 0 runs min-RTT ping-pongs with every rank), and rank 0's timeline settings for everyone (so
+// that all ranks agree on what to record and ship).
 #pragma once
 
 #include <cstdint>
@@ -15,10 +15,13 @@
 
 namespace ranktime {
 
-// Rank 0: every rank's host name and pid; other ranks: empty.
+// Every rank's host name, pid and place on the hosts (Placement's fields), per rank, on every
+// rank: rank 0 writes them into the run metadata; a worker names rank 0's host when it goes
+// silent.
 struct Peers {
   std::vector<std::string> hostnames;
   std::vector<int64_t> pids;
+  std::vector<int> local_ranks, local_sizes, cross_ranks, cross_sizes;
 };
 Peers gather_peers(ControlChannel& channel, const Placement& me);
 

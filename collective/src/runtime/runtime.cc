@@ -38,9 +38,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   for (const auto& [name, value] : config_.describe()) RANKTIME_LOG(kDebug, name << "=" << value);
 
   // Who is who, for the timeline's run metadata; then the clocks.
-  Peers peers = gather_peers(*channel_, placement_);
-  hostnames_ = std::move(peers.hostnames);
-  pids_ = std::move(peers.pids);
+  peers_ = gather_peers(*channel_, placement_);
   std::vector<OffsetEstimator> offsets = sync_clocks(*channel_, clock_);
   if (rank() == 0) {
     from_workers_ = std::make_unique<CoordinatorMessages>(channel_, &clock_, std::move(offsets));
@@ -61,7 +59,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   if (rank() == 0) {
     coordinator_ = std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
                                                  static_cast<size_t>(config_.cache_capacity));
-    inspector_ = std::make_unique<Inspector>(size(), config_, &hostnames_);
+    inspector_ = std::make_unique<Inspector>(size(), config_, &peers_.hostnames);
   }
   finals_.assign(size(), 0);
   timeline_acks_.assign(size(), 0);
@@ -100,8 +98,12 @@ Runtime::~Runtime() {
 timeline::RunMetadata Runtime::run_metadata(bool mark_cycles) const {
   timeline::RunMetadata m;
   m.ranks = size();
-  m.hostnames = hostnames_;
-  m.pids = pids_;
+  m.hostnames = peers_.hostnames;
+  m.pids = peers_.pids;
+  m.local_ranks = peers_.local_ranks;
+  m.local_sizes = peers_.local_sizes;
+  m.cross_ranks = peers_.cross_ranks;
+  m.cross_sizes = peers_.cross_sizes;
   m.start_time_since_epoch_us = start_wall_us_;
   m.start_ns = start_ns_;
   m.config = config_.describe();
@@ -444,7 +446,7 @@ void Runtime::tend_peers() {
       send_worker_message({}, false, false);
     }
   }
-  auto loss = liveness_->check(now, hostnames_, pids_);
+  auto loss = liveness_->check(now, peers_.hostnames, peers_.pids);
   if (!loss) return;
   if (rank() != 0) {
     fail_everything("ranktime has stopped: " + loss->reason);

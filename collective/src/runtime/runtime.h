@@ -33,6 +33,7 @@
 #include "recording/timeline_recorder.h"
 #include "runtime/control_messages.h"
 #include "runtime/liveness.h"
+#include "runtime/rendezvous.h"
 #include "runtime/signals.h"
 #include "runtime/submission_queue.h"
 #include "runtime/world.h"
@@ -125,8 +126,7 @@ class Runtime {
   Placement placement_;
   int64_t start_ns_ = 0;
   int64_t start_wall_us_ = 0;
-  std::vector<std::string> hostnames_;  // rank 0: per rank
-  std::vector<int64_t> pids_;           // rank 0: per rank
+  Peers peers_;  // every rank's host, pid and placement
 
   // Shared with user threads.
   SubmissionQueue queue_;

@@ -19,15 +19,18 @@ MpiChannel::MpiChannel(MPI_Comm comm) : comm_(comm) {
   MPI_Comm_size(comm_, &size_);
 }
 
-void MpiChannel::gather_hosts(const std::string& hostname, int64_t pid,
-                              std::vector<std::string>* hostnames, std::vector<int64_t>* pids) {
+void MpiChannel::allgather_hosts(const std::string& hostname, const std::vector<int64_t>& numbers,
+                                 std::vector<std::string>* hostnames,
+                                 std::vector<int64_t>* all_numbers) {
   char host[kHostSlot] = {};
   hostname.copy(host, kHostSlot - 1);
-  std::vector<char> hosts(rank_ == 0 ? kHostSlot * size_ : 0);
-  MPI_Gather(host, kHostSlot, MPI_CHAR, hosts.data(), kHostSlot, MPI_CHAR, 0, comm_);
-  pids->resize(rank_ == 0 ? size_ : 0);
-  MPI_Gather(&pid, 1, MPI_INT64_T, pids->data(), 1, MPI_INT64_T, 0, comm_);
-  for (int r = 0; rank_ == 0 && r < size_; ++r) hostnames->emplace_back(&hosts[kHostSlot * r]);
+  std::vector<char> hosts(static_cast<size_t>(kHostSlot) * size_);
+  MPI_Allgather(host, kHostSlot, MPI_CHAR, hosts.data(), kHostSlot, MPI_CHAR, comm_);
+  const int count = static_cast<int>(numbers.size());
+  all_numbers->resize(numbers.size() * size_);
+  MPI_Allgather(numbers.data(), count, MPI_INT64_T, all_numbers->data(), count, MPI_INT64_T, comm_);
+  hostnames->clear();
+  for (int r = 0; r < size_; ++r) hostnames->emplace_back(&hosts[kHostSlot * r]);
 }
 
 void MpiChannel::broadcast(int* values, int count) { MPI_Bcast(values, count, MPI_INT, 0, comm_); }

@@ -18,8 +18,9 @@ class MpiChannel final : public ControlChannel {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void gather_hosts(const std::string& hostname, int64_t pid, std::vector<std::string>* hostnames,
-                    std::vector<int64_t>* pids) override;
+  void allgather_hosts(const std::string& hostname, const std::vector<int64_t>& numbers,
+                       std::vector<std::string>* hostnames,
+                       std::vector<int64_t>* all_numbers) override;
   void broadcast(int* values, int count) override;
   void send_ping(int rank, int64_t t0) override;
   std::pair<int64_t, int64_t> receive_pong(int rank) override;

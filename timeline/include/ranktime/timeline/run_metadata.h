@@ -20,6 +20,9 @@ struct RunMetadata {
   std::vector<double> clock_uncertainty_us;  // per rank, half the best round trip
   bool mark_cycles = false;
   bool all_ranks = true;
+  // Per rank, its place on the hosts (from the job's real placement): among the ranks on its
+  // host, and among the ranks with the same local rank (one per host; Horovod's cross rank).
+  std::vector<int> local_ranks, local_sizes, cross_ranks, cross_sizes;
 };
 
 }  // namespace ranktime::timeline
