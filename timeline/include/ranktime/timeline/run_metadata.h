@@ -20,6 +20,9 @@ struct RunMetadata {
   std::vector<double> clock_uncertainty_us;  // per rank, half the best round trip
   bool mark_cycles = false;
   bool all_ranks = true;
+  // TIMELINE_RANKS as set ("0,5,17", "slowest:4"): only those ranks' processing lanes (and rank
+  // 0's) are written; "" when all_ranks says whose are.
+  std::string timeline_ranks;
 };
 
 }  // namespace ranktime::timeline
