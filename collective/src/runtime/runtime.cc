@@ -167,6 +167,7 @@ void Runtime::on_hang(const std::string& reason, int64_t now) {
 void Runtime::loop() {
   // Short sleeps must be short: the default 50 us timer slack would dominate them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  const int64_t cpu_start_ns = thread_cpu_ns();
   auto last_progress = std::chrono::steady_clock::now();
   std::chrono::nanoseconds sleep{0};
   std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
@@ -193,6 +194,10 @@ void Runtime::loop() {
   }
   // Sends to a lost rank may never complete: leave them.
   if (!peer_lost()) channel_->reap_sends(true);
+  // Rank 0's is negotiation's cost in a real run (bench/rank0_cpu_bench.py reads it).
+  RANKTIME_LOG(kDebug, "background thread CPU " << (thread_cpu_ns() - cpu_start_ns) / 1e6
+                                                << " ms over " << timeline_->steps_marked()
+                                                << " steps marked");
   {
     std::lock_guard<std::mutex> lock(loop_mutex_);
     loop_done_ = true;
