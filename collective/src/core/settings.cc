@@ -151,8 +151,8 @@ std::vector<Setting> make_settings() {
               "with TIMELINE_MAX_MB: keep the newest N files of a rotation; 0: all")
           .at_least(0, "a file count >= 0")
           .run_flag("--timeline-keep-files", F::kValue),
-      // At 1,024 ranks every rank's lanes are about three quarters of the file
-      // (docs/benchmarks.md); the ranks not chosen do not even ship their lanes to rank 0.
+      // At 1,024 ranks every rank's lanes are about two thirds of the file (docs/benchmarks.md);
+      // the ranks not chosen do not even ship their lanes to rank 0.
       Setting("TIMELINE_RANKS", &Config::timeline_ranks, "",
               "whose processing lanes are written besides rank 0's: ranks such as 5,17, or "
               "slowest:K (the K ranks most often last lately, chosen again every second); every "
