@@ -3,7 +3,6 @@
 // clock and feeds the Coordinator, then takes the step's responses (validation, fusion). Prints
 // rank 0's CPU time per step (median) and the bytes it receives per rank per tensor, with and
 // without the response cache (docs/benchmarks.md).
-#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_util.h"
+#include "core/clock.h"
 #include "core/wire.h"
 #include "negotiation/coordinator.h"
 #include "negotiation/response_cache.h"
@@ -29,13 +29,8 @@ using namespace ranktime;
 
 constexpr int kOrders = 16;  // distinct per-rank readiness orders drawn from
 
-// This thread's CPU time in seconds: what rank 0's background thread spends, unaffected by other
-// work on a shared machine (wall time there counts the time the thread waited for a core).
-double thread_cpu_s() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
+// This thread's CPU time in seconds: what rank 0's background thread spends (core/clock.h).
+double thread_cpu_s() { return static_cast<double>(thread_cpu_ns()) * 1e-9; }
 
 struct Result {
   double step_us;

@@ -116,9 +116,10 @@ def main():
                 paired = sorted(t[i] / o[i] for t, o in zip(times[v], times["off"]))
                 print(f"{wname}, {stat} step, {v}/off paired within rounds: median "
                       f"{statistics.median(paired):.3f} (rounds {' '.join(f'{x:.2f}' for x in paired)})")
-        per = tensors * a.ranks * steps
+        traced = steps + 1  # ranktime-synth's warm-up step is in the trace too
+        per = tensors * a.ranks * traced
         for v, (events, text, disk) in sizes.items():
-            print(f"{wname}, {v}: trace {events} events, {events / steps / a.ranks:.0f} events per "
+            print(f"{wname}, {v}: trace {events} events, {events / traced / a.ranks:.0f} events per "
                   f"step per rank, {text / max(events, 1):.1f} text bytes/event; bytes per tensor x "
                   f"rank x step: {text / per:.1f} text, {disk / per:.1f} on disk")
     off = idle_cpu(a.build, a.ranks, {}, a.idle_seconds)

@@ -59,6 +59,13 @@ int report(const CheckCommandOptions& o, const std::string& path, const CheckPas
                       (checker.ranks() > 0 ? std::to_string(checker.ranks()) : "unknown") +
                       " ranks, " + std::to_string(checker.negotiations()) + " negotiations";
   if (checker.flows() > 0) facts += ", " + std::to_string(checker.flows()) + " flow arrows";
+  if (!checker.lane_choice().empty()) {
+    // The other ranks' lanes are missing by choice, not lost.
+    std::string ranks;
+    for (int r : checker.lane_ranks()) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+    facts += ", lanes of rank" + std::string(checker.lane_ranks().size() == 1 ? " " : "s ") +
+             ranks + " (chosen by " + checker.lane_choice() + ")";
+  }
   if (checker.ok()) {
     std::cout << path << ": OK: " << facts
               << (checker.has_run_end()

@@ -124,7 +124,9 @@ json phases_by_rank_json(const Summary& s, int ranks) {
     if (p.negotiation) continue;
     json busy = json::array(), share = json::array();
     for (int r = 0; r < ranks; ++r) {
-      const bool seen = static_cast<size_t>(r) < p.busy_us_by_rank.size();
+      // A rank whose lanes were not written (TIMELINE_RANKS) has no figure, not 0%.
+      const bool seen = static_cast<size_t>(r) < p.busy_us_by_rank.size() &&
+                        std::binary_search(s.lane_ranks.begin(), s.lane_ranks.end(), r);
       const double us = seen ? p.busy_us_by_rank[r] : 0;
       busy.push_back(seen ? rounded(us / 1e3) : json(nullptr));
       share.push_back(seen && s.wall_us > 0 ? rounded(100.0 * us / s.wall_us) : json(nullptr));

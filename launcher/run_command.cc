@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "core/settings.h"
+#include "inspection/lane_choice.h"
 
 extern char** environ;
 
@@ -143,6 +144,15 @@ void validate_number(const std::string& flag, const std::string& value, bool pos
       (positive && v == 0)) {
     throw InputError{flag + " " + value + ": expected a " +
                      (positive ? "positive" : "non-negative") + " number"};
+  }
+}
+
+// A value the runtime would refuse at start-up (TIMELINE_STEPS, TIMELINE_RANKS), refused here.
+void validate_value(const Setting& s, const std::string& value, Config* config) {
+  try {
+    s.parse(value, config);
+  } catch (const ConfigError& e) {
+    throw InputError{std::string(s.flag) + " " + value + ": " + e.what()};
   }
 }
 
@@ -448,7 +458,8 @@ int run_run(RunCommandOptions& o) {
     if (!o.hostfile.empty() && !fs::is_regular_file(o.hostfile)) {
       throw InputError{"--hostfile " + o.hostfile + ": no such file"};
     }
-    // Numbers first, then the timeline's path.
+    // Numbers and other values first, then the timeline's path.
+    Config given_config;
     for (const FlagForm form : {FlagForm::kMebibytes, FlagForm::kValue, FlagForm::kPath}) {
       for (const Setting& s : settings()) {
         auto given = o.settings.find(s.variable);
@@ -457,8 +468,15 @@ int run_run(RunCommandOptions& o) {
           timeline_path = check_timeline_path(s.flag, given->second);
         } else if (is_number(s)) {
           validate_number(s.flag, given->second, s.positive());
+        } else {
+          validate_value(s, given->second, &given_config);
         }
       }
+    }
+    try {
+      check_lane_ranks(given_config.timeline_ranks, o.np);
+    } catch (const ConfigError& e) {
+      throw InputError{std::string("--timeline-ranks: ") + e.what()};
     }
     for (const auto& [name, value] : o.mca) validate_mca(name, value);
     if (o.command.empty()) {

@@ -23,6 +23,21 @@ double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole 
 // A lag that may be absent (-1): NaN, printed "-" and written null.
 double optional_ms(double us) { return us < 0 ? std::nan("") : us / 1e3; }
 
+// "mean of 4"; when the run wrote chosen ranks' lanes only (TIMELINE_RANKS, TIMELINE_ALL_RANKS=0)
+// it says which, and that the others' are missing on purpose.
+std::string lane_mean_text(const Summary& s) {
+  std::string text = "mean of " + std::to_string(s.rank_lanes);
+  if (s.run.all_ranks) return text;
+  text += ": rank";
+  text += s.lane_ranks.size() == 1 ? " " : "s ";
+  for (size_t i = 0; i < s.lane_ranks.size(); ++i)
+    text += (i ? "," : "") + std::to_string(s.lane_ranks[i]);
+  text += s.run.timeline_ranks.empty()
+              ? ", TIMELINE_ALL_RANKS=0"
+              : ", of those TIMELINE_RANKS=" + s.run.timeline_ranks + " chose";
+  return text + "; the other ranks' lanes were not written";
+}
+
 }  // namespace
 
 Table run_table(const Summary& s, bool truncated, size_t files) {
@@ -80,8 +95,8 @@ Table lateness_table(const Summary& s) {
 Table time_table(const Summary& s) {
   Table t{"time",
           "where the time went (wall " + human_us(s.wall_us) +
-              "; busy = time at least one such slice was open, per rank lane (mean of " +
-              std::to_string(s.rank_lanes) +
+              "; busy = time at least one such slice was open, per rank lane (" +
+              lane_mean_text(s) +
               "), or on any negotiate lane; share = busy / wall; total counts a fused batch's "
               "shared slices once)",
           {},

@@ -35,6 +35,10 @@ struct SyntheticTrace {
   // "grad.i"; every rank's host is `hostname`.
   std::vector<std::string> tensor_names;
   std::string hostname = "n1";
+  // Whose processing lanes are written (empty: every rank's, "all_ranks":true); with a choice,
+  // ranktime_run says "all_ranks":false and "timeline_ranks":timeline_ranks.
+  std::vector<int> lane_ranks;
+  std::string timeline_ranks;
 };
 
 class SyntheticTraceWriter {
@@ -57,7 +61,10 @@ class SyntheticTraceWriter {
         std::to_string(t_.ranks) + R"(,"hostnames":[)" + hosts + R"(],"pids":[)" + pids +
         R"(],"start_time_since_epoch_in_micros":1795000000000000,"config":{},"clock_offsets_us":[)" +
         offsets + R"(],"clock_uncertainty_us":[)" + offsets + R"(],"mark_cycles":)" +
-        (t_.mark_cycles ? "true" : "false") + R"(,"all_ranks":true}})");
+        (t_.mark_cycles ? "true" : "false") +
+        (t_.lane_ranks.empty()
+             ? std::string(R"(,"all_ranks":true}})")
+             : R"(,"all_ranks":false,"timeline_ranks":")" + t_.timeline_ranks + "\"}}"));
     if (t_.step_marks) {
       for (int r = 0; r < t_.ranks; ++r) {
         emit(R"({"name":"thread_name","ph":"M","pid":0,"tid":)" + std::to_string(r + 1) +
@@ -124,6 +131,9 @@ class SyntheticTraceWriter {
              R"(,"args":{"cycle":)" + std::to_string(++cycle_) + "}}");
       }
       for (int r = 0; r < t_.ranks; ++r) {
+        if (!t_.lane_ranks.empty() &&
+            std::find(t_.lane_ranks.begin(), t_.lane_ranks.end(), r) == t_.lane_ranks.end())
+          continue;
         for (int i = b0; i < b0 + n; ++i) op_slice(1 + i, r, response, n);
       }
     }

@@ -109,14 +109,19 @@ def test_wait_is_attributed_to_the_slow_rank(cli, tmp_path, np_, slow_rank):
     assert sum(row["waited_ms"] for row in step_rows) == pytest.approx(run["waited_ms"], rel=0.05)
 
 
-def test_report_of_a_real_job(cli, tmp_path):
-    trace = run_synth(tmp_path, 4, "--small-tensors", "8", "--steps", "6", "--slow-rank", "1",
-                      "--delay-ms", DELAY_MS)
-    report = tmp_path / "report.html"
+def report_data(trace):
+    """The data `ranktime report` puts in its page for `trace`."""
+    report = trace.parent / "report.html"
     result = ranktime("report", trace, "-o", report)
     assert result.returncode == 0, result.stderr
     page = report.read_text()
-    data = json.loads(page[page.index('id="report-data">') + 17:].split("</script>")[0])
+    return json.loads(page[page.index('id="report-data">') + 17:].split("</script>")[0])
+
+
+def test_report_of_a_real_job(cli, tmp_path):
+    trace = run_synth(tmp_path, 4, "--small-tensors", "8", "--steps", "6", "--slow-rank", "1",
+                      "--delay-ms", DELAY_MS)
+    data = report_data(trace)
     assert data["slowest_rank"] == 1
     assert data["run"]["ranks"] == 4
     assert len(data["run"]["clock_offsets_us"]) == 4
@@ -144,6 +149,39 @@ def test_settings_reach_the_runtime(cli, tmp_path):
     assert summary["tables"]["cycles"][0]["cycles"] > 0
     fusion = {row["op"]: row for row in summary["tables"]["fusion"]}
     assert fusion["ALLREDUCE"]["max_tensors_per_batch"] == 1  # fusion off
+
+
+def test_chosen_lanes_read_as_expected(cli, tmp_path):
+    """--timeline-ranks 2 at 4 ranks: check passes and names the lanes, summary averages over
+    ranks 0 and 2 and says why the others are missing, the report leaves their cells empty."""
+    trace = run_synth(tmp_path, 4, "--small-tensors", "4", "--steps", "3",
+                      run_args=["--timeline-ranks", "2"])
+    check = ranktime("check", trace)
+    assert check.returncode == 0, check.stdout
+    assert "lanes of ranks 0,2 (chosen by TIMELINE_RANKS=2), closed cleanly" in check.stdout
+    summary = ranktime("summary", trace)
+    assert summary.returncode == 0, summary.stderr
+    assert ("per rank lane (mean of 2: ranks 0,2, of those TIMELINE_RANKS=2 chose; the other "
+            "ranks' lanes were not written)") in summary.stdout
+    assert summary_json(trace)["tables"]["run"][0]["rank_lanes"] == 2
+    assert sorted(lateness_by_rank(summary_json(trace))) == [0, 1, 2, 3]  # every rank's ticks
+    rows = report_data(trace)["phases_by_rank"]["rows"]
+    assert rows and all(row["share_pct"][1] is None and row["share_pct"][3] is None and
+                        row["share_pct"][0] is not None and row["share_pct"][2] is not None
+                        for row in rows)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("4", "--timeline-ranks: TIMELINE_RANKS='4' is not valid: rank 4 is not one of the job's 4 "
+          "ranks (0 to 3)"),
+    ("slowest:0", "--timeline-ranks slowest:0: TIMELINE_RANKS='slowest:0' is not valid"),
+    ("0,x", "--timeline-ranks 0,x: TIMELINE_RANKS='0,x' is not valid"),
+])
+def test_bad_timeline_ranks_is_a_usage_error(cli, tmp_path, value, message):
+    result = ranktime("run", "-np", "4", "--timeline-ranks", value, "--", SYNTH, cwd=tmp_path,
+                      env=ENV)
+    assert result.returncode == 2
+    assert message in result.stderr
 
 
 def test_job_failure_status_comes_back(cli, tmp_path):

@@ -140,6 +140,22 @@ TEST(Summary, RankFilterRecomputesLateness) {
   EXPECT_NEAR(b.lateness[1].caused_wait_us, (5000.0 + 10 * (t.tensors - 1)) * t.steps, 1e-6);
 }
 
+TEST(Summary, ChosenLanesAreTheOnesAveraged) {
+  testing::SyntheticTrace t;
+  t.ranks = 4;
+  t.lane_ranks = {0, 3};
+  t.timeline_ranks = "3";
+  Summary s = summarize(testing::synthetic_text(t));
+  EXPECT_FALSE(s.run.all_ranks);
+  EXPECT_EQ(s.run.timeline_ranks, "3");
+  EXPECT_EQ(s.rank_lanes, 2);
+  EXPECT_EQ(s.lane_ranks, (std::vector<int>{0, 3}));
+  ASSERT_EQ(s.lateness.size(), 4u);  // every rank's ticks: lateness for all four
+  const PhaseStat* op = find_phase(s, "ALLREDUCE", "ALLREDUCE");
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(op->count, static_cast<uint64_t>(t.tensors * t.steps * 2));
+}
+
 TEST(Summary, TimeWindowKeepsWhatBeginsInside) {
   testing::SyntheticTrace t;
   t.steps = 4;

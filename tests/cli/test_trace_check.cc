@@ -329,6 +329,46 @@ TEST(TraceCheck, StepMarks) {
   EXPECT_TRUE(no_dur.has("STEP slice of rank 0 has no \"dur\" >= 0")) << no_dur.all_messages();
 }
 
+// TIMELINE_RANKS / TIMELINE_ALL_RANKS=0: the other ranks' missing lanes are expected; a lane the
+// run did not choose is a violation, except with slowest:K, whose choice moves.
+TEST(TraceCheck, LanesOfChosenRanksOnly) {
+  testing::SyntheticTrace t = small_trace();
+  t.ranks = 4;
+  t.slow_rank = 2;
+  t.lane_ranks = {0, 2};
+  t.timeline_ranks = "2";
+  Checked chosen = check_text(testing::synthetic_text(t));
+  EXPECT_TRUE(chosen.checker.ok()) << chosen.all_messages();
+  EXPECT_EQ(chosen.checker.lane_ranks(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(chosen.checker.lane_choice(), "TIMELINE_RANKS=2");
+
+  t.timeline_ranks = "slowest:1";
+  Checked slowest = check_text(testing::synthetic_text(t));
+  EXPECT_TRUE(slowest.checker.ok()) << slowest.all_messages();
+  EXPECT_EQ(slowest.checker.lane_choice(), "TIMELINE_RANKS=slowest:1");
+
+  t.timeline_ranks = "1,3";
+  Checked other = check_text(testing::synthetic_text(t));
+  EXPECT_EQ(other.checker.violation_count(), 1u) << other.all_messages();
+  EXPECT_TRUE(
+      other.has("tid 3 is the lane of rank 2, but the run wrote only the lanes "
+                "TIMELINE_RANKS=1,3 chose"))
+      << other.all_messages();
+
+  t.timeline_ranks = "";  // TIMELINE_ALL_RANKS=0: rank 0's only
+  Checked rank0 = check_text(testing::synthetic_text(t));
+  EXPECT_TRUE(rank0.has("lane of rank 2, but the run wrote only the lanes TIMELINE_ALL_RANKS=0"))
+      << rank0.all_messages();
+  t.lane_ranks = {0};
+  EXPECT_TRUE(check_text(testing::synthetic_text(t)).checker.ok());
+
+  t.lane_ranks.clear();  // every rank's: no choice to report
+  Checked all = check_text(testing::synthetic_text(t));
+  EXPECT_TRUE(all.checker.ok()) << all.all_messages();
+  EXPECT_EQ(all.checker.lane_choice(), "");
+  EXPECT_EQ(all.checker.lane_ranks(), (std::vector<int>{0, 1, 2, 3}));
+}
+
 TEST(TraceCheck, RunMetadataMayBeAnInstant) {
   auto events = event_lines(testing::synthetic_text(small_trace()));
   for (const char* name : {"\"ranktime_run\"", "\"ranktime_run_end\""}) {

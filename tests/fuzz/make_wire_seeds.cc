@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   l.shutdown = true;
   l.shutdown_reason = "rank 1 called shutdown()";
   l.cache_evicted = {0x100002};
+  l.lane_ranks = {0, 3, 7};
   encode(l, &buf);
   save("response_full", buf);
   return 0;

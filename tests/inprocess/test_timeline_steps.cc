@@ -1,17 +1,26 @@
-// Step marks, capture windows and the size budget through the real Runtime at several ranks
-// (threads over the in-memory channel): every rank's marks become STEP slices on rank 0's file;
-// TIMELINE_STEPS records exactly its steps' negotiations and lanes; TIMELINE_MAX_MB rotates into
-// valid files, each within the budget plus one write piece, with nothing dropped; malformed
-// values of the new variables fail at start-up naming variable and value.
+// Step marks, capture windows, the size budget and whose lanes are written through the real
+// Runtime at several ranks (threads over the in-memory channel): every rank's marks become STEP
+// slices on rank 0's file; TIMELINE_STEPS records exactly its steps' negotiations and lanes;
+// TIMELINE_MAX_MB rotates into valid files, each within the budget plus one write piece, with
+// nothing dropped; TIMELINE_RANKS writes exactly the chosen ranks' lanes (a list, or the rank
+// made late for slowest:K), every tick and step mark, and the others never ship their lanes;
+// malformed values of the new variables fail at start-up naming variable and value.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "core/wire.h"
 
 #include "ranktime/timeline/trace_check.h"
 #include "ranktime/timeline/trace_reader.h"
@@ -36,14 +45,18 @@ class TimelineSteps : public ::testing::Test {
   std::string path(const char* name) const { return (dir_ / name).string(); }
 
   // `ranks` ranks run `steps` steps, each marked, then allreducing `tensors` tensors named after
-  // the step ("s3.t1"), so that the file tells which steps it recorded.
-  static void run(int ranks, int steps, int tensors,
-                  const std::map<std::string, std::string>& env) {
-    InProcessJob job(ranks, [&](int) { return config_of(env); });
+  // the step ("s3.t1"), so that the file tells which steps it recorded. Rank `late_rank` sleeps
+  // `late_ms` before each step's submissions (as ranktime-synth --slow-rank).
+  static void run(int ranks, int steps, int tensors, const std::map<std::string, std::string>& env,
+                  const std::function<void(MemoryHub&)>& hub_setup = {}, int late_rank = -1,
+                  int late_ms = 0) {
+    InProcessJob job(
+        ranks, [&](int) { return config_of(env); }, hub_setup);
     job.on_every_rank([&](int r, Runtime& rt) {
       std::vector<float> data(64, static_cast<float>(r));
       for (int s = 0; s < steps; ++s) {
         rt.mark_step(std::nullopt);
+        if (r == late_rank) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms));
         std::vector<Handle> handles;
         for (int t = 0; t < tensors; ++t) {
           handles.push_back(rt.submit(OpType::kAllreduce, {data.data(), DataType::kFloat32, {64}},
@@ -61,6 +74,11 @@ struct Contents {
   std::map<int, std::vector<int64_t>> steps;  // rank: its STEP slices' steps, in file order
   std::set<int> negotiated;                   // steps with a NEGOTIATE slice
   std::set<int> lanes;                        // steps with an ALLREDUCE slice on a rank lane
+  std::set<int> lane_ranks;                   // ranks with an ALLREDUCE slice on their lane
+  uint64_t negotiations = 0;
+  uint64_t ticks = 0;
+  nlohmann::json run;                      // ranktime_run's args
+  std::vector<std::string> lane_messages;  // TIMELINE_RANKS instants
   uint64_t dropped = 0;
   bool checked_ok = true;
   std::string violations;
@@ -79,8 +97,18 @@ void read(const std::string& file, Contents* c) {
         if (e.ph == "X" && e.name == "STEP")
           c->steps[static_cast<int>(e.tid)].push_back(e.args["step"]);
         // The reader hands a tensor's complete slices on as a B and an E.
-        if (e.ph == "B" && e.name == "NEGOTIATE_ALLREDUCE") c->negotiated.insert(step_of(e.pid));
-        if (e.ph == "B" && e.name == "ALLREDUCE") c->lanes.insert(step_of(e.pid));
+        if (e.ph == "B" && e.name == "NEGOTIATE_ALLREDUCE") {
+          c->negotiated.insert(step_of(e.pid));
+          ++c->negotiations;
+        }
+        if (e.ph == "B" && e.name == "ALLREDUCE") {
+          c->lanes.insert(step_of(e.pid));
+          c->lane_ranks.insert(static_cast<int>(e.tid) - 1);
+        }
+        if (e.ph == "X" && e.pid > 0 && e.tid == 0 && !e.name.empty() && std::isdigit(e.name[0]))
+          ++c->ticks;
+        if (e.name == "ranktime_run") c->run = e.args;
+        if (e.name == "TIMELINE_RANKS") c->lane_messages.push_back(e.args["message"]);
         if (e.name == "ranktime_run_end") c->dropped += e.args.value("events_dropped", 0);
         return true;
       });
@@ -166,12 +194,102 @@ TEST_F(TimelineSteps, KeepFilesKeepsTheNewest) {
   EXPECT_FALSE(std::filesystem::exists(path("t.json")));  // the oldest went first
 }
 
+// The processing-lane records each rank ships to rank 0 (what TIMELINE_RANKS saves on the wire).
+class LaneRecordsShipped {
+ public:
+  std::function<void(MemoryHub&)> install() {
+    return [this](MemoryHub& hub) {
+      hub.set_faults([this](int from, int to, const std::vector<uint8_t>& message) {
+        if (to == 0) count(from, message);
+        return MessageFate{};
+      });
+    };
+  }
+  uint64_t from(int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return by_rank_[rank];
+  }
+
+ private:
+  void count(int rank, const std::vector<uint8_t>& message) {
+    const WorkerMessage m = decode_worker_message(message.data(), message.size());
+    uint64_t lanes = 0;
+    for (const timeline::Record& r : m.records) {
+      using K = timeline::RecordKind;
+      lanes += r.kind == K::kBatch || r.kind == K::kBatchSpan || r.kind == K::kBatchTensor ||
+               r.kind == K::kOpBegin || r.kind == K::kSpan || r.kind == K::kOpEnd;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    by_rank_[rank] += lanes;
+  }
+  std::mutex mutex_;
+  std::map<int, uint64_t> by_rank_;
+};
+
+TEST_F(TimelineSteps, ALaneListWritesExactlyThoseLanesAndEveryTickAndStepMark) {
+  LaneRecordsShipped shipped;
+  run(4, 6, 3, {{"TIMELINE_FILENAME", path("t.json")}, {"TIMELINE_RANKS", "2"}}, shipped.install());
+  Contents c;
+  read(path("t.json"), &c);
+  EXPECT_TRUE(c.checked_ok) << c.violations;  // every negotiation has every rank's tick
+  EXPECT_EQ(c.lane_ranks, (std::set<int>{0, 2}));
+  EXPECT_EQ(c.negotiations, 6u * 3u);
+  EXPECT_EQ(c.ticks, c.negotiations * 4);
+  ASSERT_EQ(c.steps.size(), 4u);
+  for (const auto& [tid, steps] : c.steps) EXPECT_EQ(steps.size(), 6u) << "thread " << tid;
+  EXPECT_EQ(c.run["timeline_ranks"], "2");
+  EXPECT_EQ(c.run["all_ranks"], false);
+  EXPECT_EQ(c.dropped, 0u);
+  // Ranks not chosen never recorded their lanes, so nothing of them crossed the wire.
+  EXPECT_EQ(shipped.from(1), 0u);
+  EXPECT_EQ(shipped.from(3), 0u);
+  EXPECT_GT(shipped.from(2), 0u);
+}
+
+// slowest:1 with rank 3 12 ms late every step: rank 0 starts with its own lanes only and, at its
+// next inspection (a second in), chooses rank 3 and tells it; ranks 1 and 2 are never chosen.
+TEST_F(TimelineSteps, SlowestChoosesTheRankMadeLate) {
+  LaneRecordsShipped shipped;
+  run(4, 150, 2, {{"TIMELINE_FILENAME", path("t.json")}, {"TIMELINE_RANKS", "slowest:1"}},
+      shipped.install(), /*late_rank=*/3, /*late_ms=*/12);
+  Contents c;
+  read(path("t.json"), &c);
+  EXPECT_TRUE(c.checked_ok) << c.violations;
+  EXPECT_EQ(c.lane_ranks, (std::set<int>{0, 3}));
+  EXPECT_EQ(c.ticks, c.negotiations * 4);
+  EXPECT_EQ(c.negotiations, 150u * 2u);
+  for (const auto& [tid, steps] : c.steps) EXPECT_EQ(steps.size(), 150u) << "thread " << tid;
+  EXPECT_EQ(c.run["timeline_ranks"], "slowest:1");
+  EXPECT_THAT(c.lane_messages,
+              ::testing::Contains(HasSubstr("lanes of ranks 0,3 from here on (slowest:1)")));
+  EXPECT_EQ(shipped.from(1), 0u);
+  EXPECT_EQ(shipped.from(2), 0u);
+  EXPECT_GT(shipped.from(3), 0u);
+}
+
+// A rank the job does not have fails at start-up on every rank, before any exchange.
+TEST(TimelineRankSettings, ARankTheJobDoesNotHaveIsAStartUpError) {
+  for (const char* value : {"3", "1,3", "slowest:3"}) {
+    auto hub = std::make_shared<MemoryHub>(3);
+    auto group = std::make_shared<ThreadGroup>(3);
+    try {
+      Runtime rt(config_of({{"TIMELINE_RANKS", value}}),
+                 std::make_unique<ThreadWorld>(0, hub, group));
+      ADD_FAILURE() << "TIMELINE_RANKS='" << value << "' accepted at 3 ranks";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(std::string("TIMELINE_RANKS='") + value + "'"));
+      EXPECT_THAT(e.what(), HasSubstr("3 ranks"));
+    }
+  }
+}
+
 TEST(TimelineStepSettings, MalformedValuesNameTheVariableAndTheValue) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"TIMELINE_STEPS", "5"},       {"TIMELINE_STEPS", "5:2"},      {"TIMELINE_STEPS", "1:9:0"},
-      {"TIMELINE_STEPS", "-1:4"},    {"TIMELINE_STEPS", "1:4:2:3"},  {"TIMELINE_STEPS", "a:b"},
-      {"TIMELINE_STEPS", "1:"},      {"TIMELINE_MAX_MB", "-1"},      {"TIMELINE_MAX_MB", "lots"},
-      {"TIMELINE_KEEP_FILES", "-2"}, {"TIMELINE_KEEP_FILES", "1.5"},
+      {"TIMELINE_STEPS", "5"},        {"TIMELINE_STEPS", "5:2"},       {"TIMELINE_STEPS", "1:9:0"},
+      {"TIMELINE_STEPS", "-1:4"},     {"TIMELINE_STEPS", "1:4:2:3"},   {"TIMELINE_STEPS", "a:b"},
+      {"TIMELINE_STEPS", "1:"},       {"TIMELINE_MAX_MB", "-1"},       {"TIMELINE_MAX_MB", "lots"},
+      {"TIMELINE_KEEP_FILES", "-2"},  {"TIMELINE_KEEP_FILES", "1.5"},  {"TIMELINE_RANKS", "0,x"},
+      {"TIMELINE_RANKS", "slowest:"}, {"TIMELINE_RANKS", "slowest:0"}, {"TIMELINE_RANKS", "1,1"},
   };
   for (const auto& [variable, value] : bad) {
     try {

@@ -1,5 +1,6 @@
 """Timelines started from Python: valid Chrome-trace JSON with every rank's lanes, tensors named
-after parameters, a new file per start, and `ranktime check` passing on them."""
+after parameters, a new file per start, every rank's `ranktime.mark_step()` as STEP slices, and
+`ranktime check` passing on them."""
 
 import json
 import os
@@ -107,6 +108,33 @@ def test_timeline_from_python_shows_parameter_names_and_every_rank():
         assert len(slices) == steps, "rank %d has %d ALLREDUCE slices" % (r, len(slices))
         assert slices[0]["args"]["dtype"] == "float32"
         assert slices[0]["args"]["shape"] == [16, 8]
+
+
+def test_mark_step_makes_a_step_slice_per_step_for_every_rank():
+    """On pid 0, a thread `steps rank r` per rank with one STEP complete slice per marked step
+    (args `step`: the number given, or the one after the rank's last), in order, each from its
+    mark to the next (the last to the stop)."""
+    path = shared_path("steps")
+    with ranktime.timeline(path):
+        for step in (100, 101, None):  # numbered by the caller, then counted on from there
+            ranktime.mark_step(step)
+            ranktime.allreduce(np.ones(4), name="per.step")
+    ranktime.barrier()
+    if ranktime.rank() != 0:
+        return
+    events = read_timeline(path)
+    threads = {e["tid"]: e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name" and e["pid"] == 0}
+    steps = {}
+    for e in events:
+        if e.get("name") == "STEP":
+            assert e["pid"] == 0 and e["ph"] == "X" and e["dur"] >= 0, e
+            steps.setdefault(threads[e["tid"]], []).append((e["args"]["step"], e["ts"], e["dur"]))
+    assert sorted(steps) == sorted("steps rank %d" % r for r in range(ranktime.size()))
+    for thread, slices in steps.items():
+        assert [s for s, _, _ in slices] == [100, 101, 102], thread
+        for (_, ts, dur), (_, next_ts, _) in zip(slices, slices[1:]):
+            assert ts + dur == pytest.approx(next_ts, abs=0.002), thread  # a step ends at the next mark
 
 
 def test_each_start_writes_a_new_complete_file():

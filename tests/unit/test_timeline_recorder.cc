@@ -39,7 +39,7 @@ class RecorderTest : public ::testing::Test {
     metadata.ranks = size;
     metadata.hostnames.assign(size, "h");
     metadata.pids.assign(size, 1);
-    EXPECT_TRUE(recorder->start(path(), false, true, metadata).ok());
+    EXPECT_TRUE(recorder->start(path(), false, metadata).ok());
     return recorder;
   }
 
@@ -141,7 +141,7 @@ TEST_F(RecorderTest, ManyRanksTakeTheLongFormAndATickAfterTheEndIsClampedToIt) {
 TEST_F(RecorderTest, AnotherRanksFusedBatchBecomesEveryTensorsLaneOnRankZerosClock) {
   auto recorder = rank0(2);
   TimelineRecorder rank1(1, 2);
-  ASSERT_TRUE(rank1.start("", false, true, {}).ok());
+  ASSERT_TRUE(rank1.start("", false, {}).ok());
 
   Response response;
   response.op = OpType::kAllreduce;
@@ -197,7 +197,7 @@ TEST_F(RecorderTest, OnlyRankZeroWritesOtherRanksKeepABoundedOutbox) {
   TimelineRecorder rank1(1, 2);
   EXPECT_EQ(rank1.outbox_size(), 0u);
   rank1.cycle(1, 1 * kMs);  // not recording yet
-  ASSERT_TRUE(rank1.start("", true, true, {}).ok());
+  ASSERT_TRUE(rank1.start("", true, {}).ok());
   rank1.cycle(2, 2 * kMs);
   EXPECT_EQ(rank1.outbox_size(), 1u);
   EXPECT_EQ(rank1.outbox_oldest_ns(), 2 * kMs);

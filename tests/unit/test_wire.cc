@@ -60,6 +60,7 @@ void expect_same(const ResponseList& a, const ResponseList& b) {
   EXPECT_EQ(a.shutdown_reason, b.shutdown_reason);
   EXPECT_EQ(a.fatal, b.fatal);
   EXPECT_EQ(a.cache_evicted, b.cache_evicted);
+  EXPECT_EQ(a.lane_ranks, b.lane_ranks);
 }
 
 std::vector<uint8_t> encoded(const WorkerMessage& m) {
@@ -181,6 +182,7 @@ ResponseList rich_response_list() {
   fused.cache_ids = {0, 0x100001, 7, 0xffffffff};
   l.responses.push_back(fused);
   l.cache_evicted = {0x200001, 3};
+  l.lane_ranks = {0, 5, 1023};
   Response gather;
   gather.op = OpType::kAllgather;
   gather.dtype = DataType::kUInt8;
@@ -512,16 +514,17 @@ Response two_name_response() {
 // A response list holding two_name_response(). Offsets count from the end, which is laid out as:
 // ... response count 4 | op, reduce_op, dtype | device 4, root 4, flags 1 | name count 4 |
 // "p" 2+1, "q" 2+1 | tensor_ids count 4, ids 8 | cache_ids count 4 | first_dims count 4, dim 8 |
-// argument len 4 | error len 4 | evicted count 4.
-constexpr size_t kEvictedCountFromEnd = 4;
-constexpr size_t kResponseErrorLenFromEnd = 8;
-constexpr size_t kResponseArgumentLenFromEnd = 12;
-constexpr size_t kFirstDimsCountFromEnd = 24;
-constexpr size_t kCacheIdsCountFromEnd = 28;
-constexpr size_t kTensorIdsCountFromEnd = 40;
-constexpr size_t kNameCountFromEnd = 50;
-constexpr size_t kResponseOpFromEnd = 62;
-constexpr size_t kResponseCountFromEnd = 66;
+// argument len 4 | error len 4 | evicted count 4 | lane ranks count 4.
+constexpr size_t kLaneRanksCountFromEnd = 4;
+constexpr size_t kEvictedCountFromEnd = 8;
+constexpr size_t kResponseErrorLenFromEnd = 12;
+constexpr size_t kResponseArgumentLenFromEnd = 16;
+constexpr size_t kFirstDimsCountFromEnd = 28;
+constexpr size_t kCacheIdsCountFromEnd = 32;
+constexpr size_t kTensorIdsCountFromEnd = 44;
+constexpr size_t kNameCountFromEnd = 54;
+constexpr size_t kResponseOpFromEnd = 66;
+constexpr size_t kResponseCountFromEnd = 70;
 
 TEST(Wire, ResponseLayoutIsWhatTheCorruptionTestsAssume) {
   auto bytes = one_response_list(two_name_response());
@@ -537,6 +540,7 @@ TEST(Wire, ResponseLayoutIsWhatTheCorruptionTestsAssume) {
   EXPECT_EQ(get_u32(bytes, end - kResponseErrorLenFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kCacheIdsCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kEvictedCountFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kLaneRanksCountFromEnd), 0u);
 }
 
 TEST(Wire, ResponseEnumsOutOfRangeThrow) {
@@ -565,7 +569,9 @@ TEST(Wire, ResponseHugeCountsThrow) {
                                                      {kCacheIdsCountFromEnd, 1},
                                                      {kCacheIdsCountFromEnd, 0xffffffff},
                                                      {kEvictedCountFromEnd, 0xffffffff},
-                                                     {kEvictedCountFromEnd, 1}};
+                                                     {kEvictedCountFromEnd, 1},
+                                                     {kLaneRanksCountFromEnd, 0xffffffff},
+                                                     {kLaneRanksCountFromEnd, 1}};
   for (auto [from_end, value] : corruptions) {
     auto bytes = one_response_list(two_name_response());
     const size_t at = bytes.size() - from_end;

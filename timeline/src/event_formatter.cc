@@ -320,6 +320,8 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, int64_t 
   out->append(metadata.all_ranks ? "true" : "false");
   out->append(",\"file_index\":");
   json::append_int(static_cast<int64_t>(file_index), out);
+  out->append(",\"timeline_ranks\":");
+  append_quoted(metadata.timeline_ranks, out);
   out->append("}}");
   return 4;
 }

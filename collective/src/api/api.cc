@@ -88,7 +88,11 @@ void init() {
                   "; ranktime's background thread needs MPI_THREAD_MULTIPLE");
     }
   }
-  g_runtime = std::make_unique<Runtime>(config, std::make_unique<MpiWorld>(config.status_file));
+  try {
+    g_runtime = std::make_unique<Runtime>(config, std::make_unique<MpiWorld>(config.status_file));
+  } catch (const ConfigError& e) {  // a setting the job's size rules out (TIMELINE_RANKS)
+    throw Error(std::string("ranktime::init(): ") + e.what());
+  }
   static bool registered = false;
   if (!registered) {
     registered = true;

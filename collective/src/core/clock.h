@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 
 namespace ranktime {
@@ -22,6 +23,14 @@ class Clock {
  private:
   int64_t skew_ns_;
 };
+
+// The calling thread's CPU time: what a thread spent itself, unaffected by other work on a shared
+// machine (wall time there counts the time the thread waited for a core).
+inline int64_t thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
 
 // One exchange: t0 rank 0 sent, t1 the rank received, t2 the rank replied, t3 rank 0 received
 // (t0, t3 on rank 0's clock; t1, t2 on the rank's).

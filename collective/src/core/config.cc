@@ -32,6 +32,10 @@ Config parse_config(const EnvLookup& lookup) {
   for (const Setting& s : settings()) {
     if (auto v = lookup(s.variable)) s.parse(*v, &c);
   }
+  if (c.timeline_ranks.on && !c.timeline_all_ranks) {
+    throw ConfigError("TIMELINE_RANKS='" + c.timeline_ranks.text +
+                      "' and TIMELINE_ALL_RANKS=0 both say whose lanes to write: set one of them");
+  }
   return c;
 }
 

@@ -28,6 +28,16 @@ struct StepWindow {
   }
 };
 
+// TIMELINE_RANKS: whose processing lanes the timeline writes besides rank 0's, either a fixed
+// list or the `slowest` ranks most often last in the lateness window (inspection/lane_choice.h).
+// Off: TIMELINE_ALL_RANKS decides.
+struct LaneRanks {
+  bool on = false;
+  std::vector<int> ranks;  // the list, ascending, rank 0 included
+  int slowest = 0;         // > 0: `slowest:K`
+  std::string text;        // as the variable spelled it
+};
+
 struct Config {
   Config();  // every setting at its default
 
@@ -52,6 +62,7 @@ struct Config {
   bool hierarchical_allreduce;
   std::string status_file;
   std::string test_fail_local;
+  LaneRanks timeline_ranks;
 
   // The settings as (variable, value) pairs, for the timeline's run metadata and debug logs.
   std::vector<std::pair<std::string, std::string>> describe() const;

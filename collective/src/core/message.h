@@ -94,6 +94,10 @@ struct ResponseList {
   std::string shutdown_reason;
   // Cache ids rank 0 dropped (capacity), applied after the responses' cache_ids.
   std::vector<uint32_t> cache_evicted;
+  // Whose processing lanes the timeline now wants (TIMELINE_RANKS=slowest:K chose again), rank 0
+  // first; empty: as before. A rank not listed stops recording its lanes
+  // (inspection/lane_choice.h).
+  std::vector<int32_t> lane_ranks;
 };
 
 }  // namespace ranktime

@@ -75,6 +75,40 @@ StepWindow parse_step_window(const char* name, const std::string& v) {
   return w;
 }
 
+// "R,R,..." (ranks >= 0, each once; rank 0 is added) or "slowest:K" (K >= 1); "" is off. Whether
+// the ranks exist is checked once the job's size is known (inspection/lane_choice.h).
+LaneRanks parse_lane_ranks(const char* name, const std::string& v) {
+  constexpr const char* kExpected = "a list of ranks such as 0,5,17, or slowest:K with K >= 1";
+  LaneRanks lanes;
+  if (v.empty()) return lanes;
+  lanes.on = true;
+  lanes.text = v;
+  const auto integer = [&](size_t from, size_t to) {
+    int value = 0;
+    auto [end, ec] = std::from_chars(v.data() + from, v.data() + to, value);
+    if (from == to || ec != std::errc() || end != v.data() + to || value < 0)
+      fail(name, v, kExpected);
+    return value;
+  };
+  const std::string slowest = "slowest:";
+  if (v.compare(0, slowest.size(), slowest) == 0) {
+    lanes.slowest = integer(slowest.size(), v.size());
+    if (lanes.slowest < 1) fail(name, v, kExpected);
+    return lanes;
+  }
+  for (size_t at = 0; at <= v.size();) {
+    const size_t comma = std::min(v.find(',', at), v.size());
+    const int rank = integer(at, comma);
+    if (std::count(lanes.ranks.begin(), lanes.ranks.end(), rank) != 0)
+      fail(name, v, "each rank once");
+    lanes.ranks.push_back(rank);
+    at = comma + 1;
+  }
+  if (std::count(lanes.ranks.begin(), lanes.ranks.end(), 0) == 0) lanes.ranks.push_back(0);
+  std::sort(lanes.ranks.begin(), lanes.ranks.end());
+  return lanes;
+}
+
 // Shortest text that parses back to the same double.
 std::string number_text(double x) {
   char buf[32];
@@ -117,6 +151,13 @@ std::vector<Setting> make_settings() {
               "with TIMELINE_MAX_MB: keep the newest N files of a rotation; 0: all")
           .at_least(0, "a file count >= 0")
           .run_flag("--timeline-keep-files", F::kValue),
+      // At 1,024 ranks every rank's lanes are about two thirds of the file (docs/benchmarks.md);
+      // the ranks not chosen do not even ship their lanes to rank 0.
+      Setting("TIMELINE_RANKS", &Config::timeline_ranks, "",
+              "whose processing lanes are written besides rank 0's: ranks such as 5,17, or "
+              "slowest:K (the K ranks most often last lately, chosen again every second); every "
+              "rank's ticks and step marks stay; empty: TIMELINE_ALL_RANKS decides")
+          .run_flag("--timeline-ranks", F::kValue),
       // 64 MiB keeps a whole ResNet-50 step's small tensors in a handful of batches.
       Setting("RANKTIME_FUSION_THRESHOLD", &Config::fusion_threshold, "67108864",
               "bytes one fused batch may hold; 0 disables fusion")
@@ -235,6 +276,7 @@ void Setting::parse(const std::string& text, Config* config) const {
                  },
                  [&](LogLevel Config::*f) { config->*f = parse_log_level(variable, text); },
                  [&](StepWindow Config::*f) { config->*f = parse_step_window(variable, text); },
+                 [&](LaneRanks Config::*f) { config->*f = parse_lane_ranks(variable, text); },
              },
              field);
 }
@@ -252,6 +294,7 @@ std::string Setting::show(const Config& config) const {
                           return std::to_string(w.start) + ":" + std::to_string(w.end) +
                                  (w.every == 1 ? "" : ":" + std::to_string(w.every));
                         },
+                        [&](LaneRanks Config::*f) { return (config.*f).text; },
                     },
                     field);
 }

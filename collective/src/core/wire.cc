@@ -224,6 +224,7 @@ void encode(const ResponseList& l, std::vector<uint8_t>* out) {
     w.str(s.error, kMaxErrorBytes);
   }
   w.vec(l.cache_evicted);
+  w.vec(l.lane_ranks);
 }
 
 ResponseList decode_response_list(const uint8_t* data, size_t size) {
@@ -255,6 +256,7 @@ ResponseList decode_response_list(const uint8_t* data, size_t size) {
     s.error = r.str(kMaxErrorBytes, "error");
   }
   l.cache_evicted = r.vec<uint32_t>("cache_evicted");
+  l.lane_ranks = r.vec<int32_t>("lane_ranks");
   r.finish();
   return l;
 }

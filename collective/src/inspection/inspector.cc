@@ -32,10 +32,26 @@ std::string describe(const std::vector<int>& ranks, const Tensors& tensors, int6
   return text;
 }
 
+// "0,3,7".
+std::string rank_list_text(const std::vector<int32_t>& ranks) {
+  std::string text;
+  for (int32_t r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  return text;
+}
+
 }  // namespace
 
 Inspector::Inspector(int size, const Config& config, const std::vector<std::string>* hostnames)
-    : config_(config), hostnames_(hostnames), lateness_(size, kLatenessWindow) {}
+    : config_(config),
+      hostnames_(hostnames),
+      lateness_(size, kLatenessWindow),
+      lanes_(config.timeline_ranks, config.timeline_all_ranks, size) {}
+
+std::vector<int32_t> Inspector::take_lane_change() {
+  if (!lanes_changed_) return {};
+  lanes_changed_ = false;
+  return lanes_.ranks();
+}
 
 void Inspector::add(const std::vector<Negotiation>& done) {
   std::lock_guard<std::mutex> lock(lateness_mutex_);
@@ -112,6 +128,13 @@ std::optional<std::string> Inspector::inspect(int64_t now, const Coordinator& co
                                               << " was the last to be ready in "
                                               << s.window_times_last << " of the last " << s.window
                                               << " negotiations, median lag " << median << " ms");
+  }
+  if (lanes_.update(stats)) {
+    lanes_changed_ = true;
+    const std::string text = "lanes of ranks " + rank_list_text(lanes_.ranks()) +
+                             " from here on (" + config_.timeline_ranks.text + ")";
+    RANKTIME_LOG(kDebug, "timeline: " << text);
+    timeline->instant("TIMELINE_RANKS", text, now);
   }
   for (const RankLateness& s : stats) {
     timeline->counter("lateness_median_lag_us", s.rank, s.median_lag_us, now);

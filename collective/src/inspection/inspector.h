@@ -1,8 +1,8 @@
 // Rank 0's look at the job: the lateness statistics of every finished negotiation (which user
 // threads read through ranktime::lateness()), and, at most once a second while work is pending,
 // tensors some ranks submitted long ago and others never did (stalls: a warning, or a shutdown
-// after RANKTIME_STALL_SHUTDOWN_S), the rank that is persistently last (a straggler warning), and
-// the lateness counters in the timeline.
+// after RANKTIME_STALL_SHUTDOWN_S), the rank that is persistently last (a straggler warning), the
+// lateness counters in the timeline, and, with TIMELINE_RANKS=slowest:K, whose lanes to write.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "inspection/lane_choice.h"
 #include "inspection/lateness.h"
 #include "negotiation/coordinator.h"
 #include "recording/timeline_recorder.h"
@@ -36,6 +37,12 @@ class Inspector {
   std::optional<std::string> inspect(int64_t now_ns, const Coordinator& coordinator,
                                      TimelineRecorder* timeline);
 
+  // Whose lanes the timeline writes (chosen again by inspect() with `slowest:K`).
+  const LaneChoice& lanes() const { return lanes_; }
+  // The wanted ranks when the choice changed since the last call (for the next response list);
+  // empty when it did not.
+  std::vector<int32_t> take_lane_change();
+
  private:
   const Config& config_;
   const std::vector<std::string>* hostnames_;
@@ -44,6 +51,8 @@ class Inspector {
   int64_t last_inspect_ns_ = 0;
   int64_t last_straggler_warning_ns_ = INT64_MIN / 2;
   std::unordered_set<std::string> stall_warned_;  // tensors already warned about
+  LaneChoice lanes_;
+  bool lanes_changed_ = false;
 };
 
 }  // namespace ranktime

@@ -50,11 +50,10 @@ TimelineRecorder::TimelineRecorder(int rank, int size) : rank_(rank), size_(size
 
 TimelineRecorder::~TimelineRecorder() { stop(); }
 
-Status TimelineRecorder::start(const std::string& path, bool mark_cycles, bool all_ranks,
+Status TimelineRecorder::start(const std::string& path, bool mark_cycles,
                                const timeline::RunMetadata& metadata) {
   stop();
   mark_cycles_ = mark_cycles;
-  all_ranks_ = all_ranks;
   if (rank_ != 0) {
     on_ = true;
     return Status::Ok();
@@ -89,6 +88,10 @@ void TimelineRecorder::stop() {
     writer_->close();
     writer_.reset();
   }
+}
+
+void TimelineRecorder::set_lane_ranks(const std::vector<int32_t>& ranks) {
+  lanes_wanted_ = std::find(ranks.begin(), ranks.end(), rank_) != ranks.end();
 }
 
 void TimelineRecorder::set_limits(const StepWindow& steps, uint64_t max_bytes,

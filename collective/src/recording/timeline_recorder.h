@@ -38,8 +38,7 @@ class TimelineRecorder {
   TensorIds& tensor_ids() { return tensor_ids_; }
 
   // Starts recording (a new file on rank 0). `metadata` is used on rank 0 only.
-  Status start(const std::string& path, bool mark_cycles, bool all_ranks,
-               const timeline::RunMetadata& metadata);
+  Status start(const std::string& path, bool mark_cycles, const timeline::RunMetadata& metadata);
   // Stops recording; rank 0 closes its file (call once other ranks' last records are in).
   void stop();
 
@@ -54,10 +53,18 @@ class TimelineRecorder {
   // a stop or the last message).
   void record_steps(std::optional<int64_t> end_ns = std::nullopt);
 
+  // Background thread: whether rank 0 wants this rank's processing lanes (TIMELINE_RANKS,
+  // TIMELINE_ALL_RANKS); kept across start() and stop(). Rank 0's own are always wanted.
+  void set_lanes_wanted(bool wanted) { lanes_wanted_ = wanted; }
+  // The same from a response list's `lane_ranks` (the ranks wanted, rank 0 first).
+  void set_lane_ranks(const std::vector<int32_t>& ranks);
+
   bool on() const { return on_; }
   bool mark_cycles() const { return on_ && mark_cycles_; }
   // Whether this rank records its processing lanes.
-  bool lanes_on() const { return on_ && (rank_ == 0 || all_ranks_); }
+  bool lanes_on() const { return on_ && (rank_ == 0 || lanes_wanted_); }
+  // Steps marked on this rank so far (mark_step()), whether or not recording is on.
+  int64_t steps_marked() const { return current_step_.load(std::memory_order_relaxed) + 1; }
 
   // Rank 0: negotiations finished in one cycle, known complete at `known_ns` (one push).
   void negotiations(const std::vector<Negotiation>& done, int64_t known_ns);
@@ -103,7 +110,7 @@ class TimelineRecorder {
   int size_;
   bool on_ = false;
   bool mark_cycles_ = false;
-  bool all_ranks_ = true;
+  bool lanes_wanted_ = true;
   StepWindow steps_;
   uint64_t max_bytes_ = 0;
   uint64_t keep_files_ = 0;

@@ -54,11 +54,18 @@ std::vector<OffsetEstimator> sync_clocks(ControlChannel& channel, const Clock& c
   return offsets;
 }
 
-TimelineSettings agree_timeline_settings(ControlChannel& channel, const Config& config) {
-  int settings[3] = {config.timeline_filename.empty() ? 0 : 1, config.timeline_mark_cycles,
-                     config.timeline_all_ranks};
-  channel.broadcast(settings, 3);
-  return {settings[0] != 0, settings[1] != 0, settings[2] != 0};
+TimelineSettings agree_timeline_settings(ControlChannel& channel, const Config& config,
+                                         const LaneChoice* lanes) {
+  // On, mark cycles, all ranks, then per rank: its lanes are wanted.
+  std::vector<int> settings(3 + channel.size(), 0);
+  if (lanes != nullptr) {
+    settings[0] = config.timeline_filename.empty() ? 0 : 1;
+    settings[1] = config.timeline_mark_cycles;
+    settings[2] = lanes->all();
+    for (int r = 0; r < channel.size(); ++r) settings[3 + r] = lanes->wants(r);
+  }
+  channel.broadcast(settings.data(), static_cast<int>(settings.size()));
+  return {settings[0] != 0, settings[1] != 0, settings[2] != 0, settings[3 + channel.rank()] != 0};
 }
 
 bool agree_timeline_opened(ControlChannel& channel, bool opened) {

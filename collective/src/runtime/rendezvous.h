@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "inspection/lane_choice.h"
 #include "runtime/control_channel.h"
 #include "runtime/world.h"
 
@@ -33,8 +34,11 @@ struct TimelineSettings {
   bool on = false;  // rank 0 has a TIMELINE_FILENAME
   bool mark_cycles = false;
   bool all_ranks = true;
+  bool lanes_wanted = true;  // rank 0 wants this rank's processing lanes (at first)
 };
-TimelineSettings agree_timeline_settings(ControlChannel& channel, const Config& config);
+// `lanes`: rank 0's choice of lanes (null on other ranks).
+TimelineSettings agree_timeline_settings(ControlChannel& channel, const Config& config,
+                                         const LaneChoice* lanes);
 // Whether rank 0 opened its file (`opened` on rank 0), as every rank learns it.
 bool agree_timeline_opened(ControlChannel& channel, bool opened);
 

@@ -35,6 +35,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
       channel_(&world_->control()),
       placement_(world_->placement()) {
   set_log_context(rank(), config_.log_level);
+  check_lane_ranks(config_.timeline_ranks, size());  // on every rank, before any exchange
   for (const auto& [name, value] : config_.describe()) RANKTIME_LOG(kDebug, name << "=" << value);
 
   // Who is who, for the timeline's run metadata; then the clocks.
@@ -65,18 +66,20 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   timeline_acks_.assign(size(), 0);
 
   // Rank 0's timeline settings hold for everyone, so that all ranks agree on what to ship.
-  const TimelineSettings timeline = agree_timeline_settings(*channel_, config_);
+  const TimelineSettings timeline =
+      agree_timeline_settings(*channel_, config_, rank() == 0 ? &inspector_->lanes() : nullptr);
   timeline_all_ranks_ = timeline.all_ranks;
+  timeline_->set_lanes_wanted(timeline.lanes_wanted);
   if (timeline.on) {
     bool opened = true;
     if (rank() == 0) {
       opened = timeline_
-                   ->start(config_.timeline_filename, timeline.mark_cycles, timeline_all_ranks_,
+                   ->start(config_.timeline_filename, timeline.mark_cycles,
                            run_metadata(timeline.mark_cycles))
                    .ok();
     }
     opened = agree_timeline_opened(*channel_, opened);
-    if (opened && rank() != 0) timeline_->start("", timeline.mark_cycles, timeline_all_ranks_, {});
+    if (opened && rank() != 0) timeline_->start("", timeline.mark_cycles, {});
   }
   if (world_->handles_signals()) {
     signals_ = std::make_unique<SignalReport>(rank(), &queue_, timeline_.get(), &clock_);
@@ -113,6 +116,7 @@ timeline::RunMetadata Runtime::run_metadata(bool mark_cycles) const {
   }
   m.mark_cycles = mark_cycles;
   m.all_ranks = timeline_all_ranks_;
+  m.timeline_ranks = config_.timeline_ranks.text;
   return m;
 }
 
@@ -165,6 +169,7 @@ void Runtime::on_hang(const std::string& reason, int64_t now) {
 void Runtime::loop() {
   // Short sleeps must be short: the default 50 us timer slack would dominate them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  const int64_t cpu_start_ns = thread_cpu_ns();
   auto last_progress = std::chrono::steady_clock::now();
   std::chrono::nanoseconds sleep{0};
   std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
@@ -191,6 +196,10 @@ void Runtime::loop() {
   }
   // Sends to a lost rank may never complete: leave them.
   if (!peer_lost()) channel_->reap_sends(true);
+  // Rank 0's is negotiation's cost in a real run (bench/rank0_cpu_bench.py reads it).
+  RANKTIME_LOG(kDebug, "background thread CPU " << (thread_cpu_ns() - cpu_start_ns) / 1e6
+                                                << " ms over " << timeline_->steps_marked()
+                                                << " steps marked");
   {
     std::lock_guard<std::mutex> lock(loop_mutex_);
     loop_done_ = true;
@@ -288,6 +297,7 @@ bool Runtime::coordinator_step() {
   list.shutdown_reason = shutdown_reason_;
   list.fatal = shutdown_fatal_;
   list.cache_evicted = coordinator_->take_evicted();
+  list.lane_ranks = inspector_->take_lane_change();
   timeline_->cycle(cycle_, now);
   broadcast(list);
   execute(list, now);
@@ -295,6 +305,7 @@ bool Runtime::coordinator_step() {
 }
 
 void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
+  if (!list.lane_ranks.empty()) timeline_->set_lane_ranks(list.lane_ranks);
   for (const Response& r : list.responses) {
     entries_scratch_.clear();
     for (const std::string& name : r.names) {
@@ -358,10 +369,10 @@ void Runtime::execute_control(const Response& response, const std::vector<Tensor
   Status status;
   if (response.op == OpType::kTimelineStart) {
     if (rank() == 0) {
-      status = timeline_->start(response.argument, response.flags & 1, timeline_all_ranks_,
-                                run_metadata(response.flags & 1));
+      status =
+          timeline_->start(response.argument, response.flags & 1, run_metadata(response.flags & 1));
     } else {
-      timeline_->start("", response.flags & 1, timeline_all_ranks_, {});
+      timeline_->start("", response.flags & 1, {});
     }
   } else {
     drain_backends();  // device work before the stop belongs in this file

@@ -1,7 +1,8 @@
 // tl-check-trace: validates the timeline a ranktime-synth job wrote (run by synth_timeline.sh
 // after mpirun). Exit status 0 when every check holds, 1 otherwise (each failure on stderr).
 //
-//   tl-check-trace FILE --ranks N [--lanes all|rank0] [--cycles 0|1] [--tensors N]
+//   tl-check-trace FILE --ranks N [--lanes all|rank0|R,R,...] [--timeline-ranks TEXT]
+//                  [--cycles 0|1] [--tensors N]
 //                  [--negotiations-per-tensor K] [--complete-lanes]
 //                  [--slow-rank R --delay-ms D] [--skew-us s0,s1,...]
 #include <algorithm>
@@ -70,8 +71,10 @@ int main(int argc, char** argv) {
   bool complete_lanes = false;
   app.add_option("file", path, "the trace")->required();
   app.add_option("--ranks", ranks, "ranks of the job")->required();
-  app.add_option("--lanes", lanes, "all: every rank's lanes; rank0: rank 0's only")
-      ->check(CLI::IsMember({"all", "rank0"}));
+  std::string timeline_ranks;
+  app.add_option("--lanes", lanes,
+                 "all: every rank's lanes; rank0: rank 0's only; R,R,...: exactly these ranks'");
+  app.add_option("--timeline-ranks", timeline_ranks, "ranktime_run's timeline_ranks (as set)");
   app.add_option("--cycles", cycles, "1: CYCLE_START instants expected; 0: none");
   app.add_option("--tensors", tensors, "number of grad.* tensors expected");
   app.add_option("--negotiations-per-tensor", per_tensor, "negotiations of each grad.* tensor");
@@ -102,20 +105,34 @@ int main(int argc, char** argv) {
            t.run_end.value("events_dropped", tltest::json()).dump());
     }
 
-    // Lanes: every rank's (tid 1 + r) or rank 0's only, as the metadata says.
+    // Lanes: every rank's (tid 1 + r), rank 0's only, or the chosen ranks' (TIMELINE_RANKS), as
+    // the metadata says.
     const bool all = lanes == "all";
+    std::set<int> want_ranks;
+    if (all) {
+      for (int r = 0; r < ranks; ++r) want_ranks.insert(r);
+    } else if (lanes == "rank0") {
+      want_ranks.insert(0);
+    } else {
+      std::stringstream list(lanes);
+      for (std::string r; std::getline(list, r, ',');) want_ranks.insert(std::stoi(r));
+    }
     if (t.run.value("all_ranks", !all) != all)
       fail("ranktime_run all_ranks is not " + std::string(all ? "true" : "false"));
-    std::set<int> lane_tids;
+    if (t.run.value("timeline_ranks", std::string()) != timeline_ranks)
+      fail("ranktime_run timeline_ranks is " +
+           t.run.value("timeline_ranks", tltest::json()).dump() + ", expected \"" + timeline_ranks +
+           "\"");
+    std::set<int> lane_tids, want_tids;
     for (const auto& [pid, tid] : t.threads_with_events) {
       if (pid > 0 && tid > 0) lane_tids.insert(tid);
     }
-    std::set<int> want_tids;
-    for (int r = 0; r < (all ? ranks : 1); ++r) want_tids.insert(1 + r);
+    for (int r : want_ranks) want_tids.insert(1 + r);
     if (lane_tids != want_tids) {
-      std::string got;
+      std::string got, want;
       for (int x : lane_tids) got += " " + std::to_string(x);
-      fail("lanes present: tids" + got + "; expected tids 1.." + std::to_string(all ? ranks : 1));
+      for (int x : want_tids) want += " " + std::to_string(x);
+      fail("lanes present: tids" + got + "; expected tids" + want);
     }
     if (complete_lanes) {
       // Each error-free negotiation of a tensor has its operation slice on every expected lane.
@@ -135,7 +152,7 @@ int main(int argc, char** argv) {
         }
       }
       for (const auto& [pid, count] : negotiated) {
-        for (int r = 0; r < (all ? ranks : 1); ++r) {
+        for (int r : want_ranks) {
           const int got = processed.count({pid, r}) ? processed[{pid, r}] : 0;
           if (got != count) {
             fail("tensor " + tltest::printable(t.process_names[pid]) + ": " +

@@ -2,7 +2,7 @@
 # Runs one ranktime-synth job under mpirun with a timeline, then checks what it left behind.
 #
 #   synth_timeline.sh MODE NP TRACE SYNTH CHECKER SKEW_EXEC
-#       --mpirun MPIRUN FLAGS... [--env VAR=VALUE]... [--skew s0,s1,...]
+#       --mpirun MPIRUN FLAGS... [--env VAR=VALUE]... [--skew s0,s1,...] [--stderr-has TEXT]
 #       --synth SYNTH_ARGS... [--check CHECK_ARGS...]
 #
 # MODE
@@ -13,11 +13,13 @@
 #               end within 20 s, and TRACE must pass tl-check-trace
 #   unwritable  TRACE cannot be written (missing directory, /dev/full): the job must still finish
 #               with verified results, and stderr must name TRACE
+#   refused     a setting is refused at start-up: the job must fail, stderr must hold TEXT, and
+#               TRACE must not exist
 set -uo pipefail
 
 mode=$1 np=$2 trace=$3 synth=$4 checker=$5 skew_exec=$6
 shift 6
-mpirun=() envs=() synth_args=() check_args=() skew=""
+mpirun=() envs=() synth_args=() check_args=() skew="" stderr_has=""
 section=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --check) section=check ;;
     --env) envs+=(-x "$2"); shift ;;
     --skew) skew=$2; shift ;;
+    --stderr-has) stderr_has=$2; shift ;;
     *)
       case "$section" in
         mpirun) mpirun+=("$1") ;;
@@ -114,6 +117,18 @@ case "$mode" in
     [ "$lines" -ge 1 ] || fail "no message on stderr names $trace"
     # One clear message, not one per flush or per rank.
     [ "$lines" -le 3 ] || fail "$lines lines on stderr name $trace"
+    ;;
+
+  refused)
+    rm -f "$trace"
+    echo "+ ${launch[*]}" >&2
+    timeout 60 "${launch[@]}" >"$work/out" 2>"$work/err"
+    rc=$?
+    cat "$work/err" >&2
+    [ $rc -ne 0 ] || fail "the job succeeded; expected a start-up error"
+    [ $rc -ne 124 ] || fail "the job hung instead of refusing the setting"
+    grep -qF -- "$stderr_has" "$work/err" || fail "stderr does not say: $stderr_has"
+    [ ! -e "$trace" ] || fail "$trace was written"
     ;;
 
   *)

@@ -233,6 +233,10 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
       }
     }
     summary_.run.start_time_since_epoch_us = int_arg(args, "start_time_since_epoch_in_micros", 0);
+    if (args.is_object() && args.contains("all_ranks") && args["all_ranks"].is_boolean())
+      summary_.run.all_ranks = args["all_ranks"].get<bool>();
+    if (args.is_object() && args.contains("timeline_ranks") && args["timeline_ranks"].is_string())
+      summary_.run.timeline_ranks = args["timeline_ranks"].get<std::string>();
     if (args.is_object() && args.contains("hostnames") && args["hostnames"].is_array()) {
       summary_.run.hostnames.clear();
       for (const auto& h : args["hostnames"]) {
@@ -537,7 +541,10 @@ Summary TraceSummarizer::finish() {
 
   Summary s = std::move(summary_);
   s.wall_us = std::max(0.0, s.last_ts_us - s.first_ts_us);
-  s.rank_lanes = static_cast<int>(std::count(lanes_seen_.begin(), lanes_seen_.end(), true));
+  for (size_t r = 0; r < lanes_seen_.size(); ++r) {
+    if (lanes_seen_[r]) s.lane_ranks.push_back(static_cast<int>(r));
+  }
+  s.rank_lanes = static_cast<int>(s.lane_ranks.size());
   const int lanes = std::max(1, s.rank_lanes);
 
   // Lateness, one row per selected rank that has ticks (and every run rank when known).

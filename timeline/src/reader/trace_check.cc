@@ -194,9 +194,53 @@ void TraceChecker::on_run_metadata(const TraceEvent& e) {
     } else {
       ranks_ = static_cast<int>(e.args["ranks"].get<int64_t>());
     }
+    on_lane_choice(e.args);
     return;
   }
   has_run_end_ = true;
+}
+
+void TraceChecker::on_lane_choice(const nlohmann::json& args) {
+  lane_choice_.clear();
+  lane_allowed_.clear();
+  if (!args.is_object() || !args.contains("all_ranks") || args["all_ranks"] != false) return;
+  const std::string chosen = is_string(args, "timeline_ranks") ? args["timeline_ranks"] : "";
+  lane_choice_ = chosen.empty() ? "TIMELINE_ALL_RANKS=0" : "TIMELINE_RANKS=" + chosen;
+  // slowest:K chose again as the run went: any rank's lanes may be in the file.
+  if (chosen.rfind("slowest:", 0) == 0) return;
+  lane_allowed_.assign(1, true);  // rank 0's always
+  for (size_t at = 0; at < chosen.size();) {
+    const size_t comma = std::min(chosen.find(',', at), chosen.size());
+    const std::string item = chosen.substr(at, comma - at);
+    if (item.empty() || item.size() > 6 ||
+        item.find_first_not_of("0123456789") != std::string::npos) {
+      lane_allowed_.clear();  // not a list this checker reads: allow any
+      return;
+    }
+    const size_t rank = std::stoul(item);
+    if (rank >= lane_allowed_.size()) lane_allowed_.resize(rank + 1, false);
+    lane_allowed_[rank] = true;
+    at = comma + 1;
+  }
+}
+
+void TraceChecker::check_lane_chosen(const TraceEvent& e, int64_t rank) {
+  if (rank < 0 || rank >= kMaxTraceRanks) return;
+  const auto r = static_cast<size_t>(rank);
+  if (r >= lane_seen_.size()) lane_seen_.resize(r + 1, false);
+  if (lane_seen_[r]) return;
+  lane_seen_[r] = true;
+  if (lane_allowed_.empty() || (r < lane_allowed_.size() && lane_allowed_[r])) return;
+  violation(e, "tid " + std::to_string(e.tid) + " is the lane of rank " + std::to_string(rank) +
+                   ", but the run wrote only the lanes " + lane_choice_ + " chose");
+}
+
+std::vector<int> TraceChecker::lane_ranks() const {
+  std::vector<int> ranks;
+  for (size_t r = 0; r < lane_seen_.size(); ++r) {
+    if (lane_seen_[r]) ranks.push_back(static_cast<int>(r));
+  }
+  return ranks;
 }
 
 void TraceChecker::on_run_thread_name(const TraceEvent& e) {
@@ -479,6 +523,7 @@ void TraceChecker::on_rank_event(const TraceEvent& e, ThreadState& thread) {
     if (thread.stack.empty()) {
       if (is_operation_name(e.name)) {
         frame.kind = FrameKind::kOperation;
+        check_lane_chosen(e, rank);
         if (!is_integer(e.args, "bytes")) {
           violation(e, e.name + " slice on " + where(e) + " has no integer \"bytes\" arg");
         }

@@ -23,6 +23,9 @@ struct RunMetadata {
   // Per rank, its place on the hosts (from the job's real placement): among the ranks on its
   // host, and among the ranks with the same local rank (one per host; Horovod's cross rank).
   std::vector<int> local_ranks, local_sizes, cross_ranks, cross_sizes;
+  // TIMELINE_RANKS as set ("0,5,17", "slowest:4"): only those ranks' processing lanes (and rank
+  // 0's) are written; "" when all_ranks says whose are.
+  std::string timeline_ranks;
 };
 
 }  // namespace ranktime::timeline

@@ -95,6 +95,11 @@ struct RunInfo {
   std::vector<double> final_clock_offsets_us;
   std::vector<double> final_clock_uncertainty_us;
   std::vector<std::pair<std::string, std::string>> config;  // the settings in force
+  // Whose processing lanes the run wrote: every rank's, or (all_ranks false) rank 0's and those
+  // TIMELINE_RANKS chose (timeline_ranks, as set; "" with TIMELINE_ALL_RANKS=0). The others'
+  // missing lanes are expected.
+  bool all_ranks = true;
+  std::string timeline_ranks;
 };
 
 struct RankLateness {
@@ -201,6 +206,7 @@ struct Summary {
   uint64_t negotiation_errors = 0;  // negotiations whose E carries an error
   uint64_t operation_errors = 0;
   int rank_lanes = 0;                  // rank lanes with operation slices
+  std::vector<int> lane_ranks;         // ... their ranks, ascending
   std::vector<RankLateness> lateness;  // by rank
   int slowest_rank = -1;               // most caused waiting; -1 when no rank caused any
   // The ranks' waiting in all: the sum of RankLateness::waited_us, out of analysed ranks x wall.

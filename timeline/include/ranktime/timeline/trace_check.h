@@ -61,6 +61,11 @@ class TraceChecker {
   bool has_run_end() const { return has_run_end_; }
   uint64_t flow_events() const { return flow_events_; }
   uint64_t flows() const { return flows_; }  // arrows with both ends in the file
+  // Ranks with processing lanes in the file, ascending.
+  std::vector<int> lane_ranks() const;
+  // How the run chose whose lanes to write ("TIMELINE_RANKS=2", "TIMELINE_ALL_RANKS=0"); ""
+  // when every rank's lanes were wanted. The other ranks' missing lanes are expected then.
+  const std::string& lane_choice() const { return lane_choice_; }
 
  private:
   enum class FrameKind { kNegotiation, kOperation, kSubphase, kOther };
@@ -93,6 +98,8 @@ class TraceChecker {
   std::string where(const TraceEvent& e) const;  // "pid 3 (tensor 'x') tid 2"
   void on_metadata(const TraceEvent& e);
   void on_run_metadata(const TraceEvent& e);  // ranktime_run, ranktime_run_end ('M' or 'i')
+  // From ranktime_run's all_ranks and timeline_ranks: whose lanes may appear.
+  void on_lane_choice(const nlohmann::json& args);
   void on_run_thread_name(const TraceEvent& e);
   void on_step(const TraceEvent& e);
   void on_flow(const TraceEvent& e);
@@ -100,6 +107,9 @@ class TraceChecker {
   void on_run_event(const TraceEvent& e);
   void on_negotiate_event(const TraceEvent& e, ThreadState& thread);
   void on_rank_event(const TraceEvent& e, ThreadState& thread);
+  // An operation slice on rank `rank`'s lane: noted, and a violation (once per rank) when the run
+  // did not choose that rank's lanes.
+  void check_lane_chosen(const TraceEvent& e, int64_t rank);
   void on_tick(const TraceEvent& e, ThreadState& thread);
   // Pops the slice an E closes; returns false (after reporting) when it closes nothing.
   bool close_slice(const TraceEvent& e, ThreadState& thread, Frame* closed);
@@ -132,6 +142,9 @@ class TraceChecker {
   std::unordered_map<std::string, double> flow_ends_;
   uint64_t flow_events_ = 0;
   uint64_t flows_ = 0;
+  std::string lane_choice_;
+  std::vector<bool> lane_allowed_;  // per rank, with a fixed choice; empty: any rank's lanes
+  std::vector<bool> lane_seen_;     // per rank: an operation slice on its lane
   int ranks_ = 0;
   bool has_run_ = false;
   bool has_run_end_ = false;
