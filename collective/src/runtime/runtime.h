@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -128,6 +129,10 @@ class Runtime {
   Config config_;
   Clock clock_;
   std::unique_ptr<World> world_;
+  // Why a device tensor cannot run here ("" when it can): the world's answer.
+  const std::function<std::string(int)> check_device_ = [this](int device) {
+    return world_->check_device(device);
+  };
   ControlChannel* channel_;
   Placement placement_;
   int64_t start_ns_ = 0;
