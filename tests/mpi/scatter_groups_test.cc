@@ -127,54 +127,57 @@ TEST(Alltoall, WrongSplitsFailAtOnceHereAndAtWaitElsewhere) {
   ASSERT_TRUE(ranktime::barrier().ok());  // both names free again on every rank after this
 }
 
-// Every group operation, with two dtypes in one group; a group runs as one fused collective per
-// dtype whatever the fusion threshold (ctest varies it).
-TEST(Groups, AllreduceAllgatherReducescatterExact) {
+// Every group operation, every dtype and reduction, with a second dtype in each group: a group
+// runs as one fused collective per dtype whatever the fusion threshold (ctest varies it).
+TEST(Groups, AllreduceAllgatherReducescatterExactForEveryDtypeAndReduction) {
   const int rank = ranktime::rank(), size = ranktime::size();
-  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
-    std::vector<Buffer> sums, scatters, gathers;
-    std::vector<ranktime::TensorView> sum_views, scatter_views, gather_views;
-    for (int t = 0; t < 6; ++t) {
-      const DataType dtype = t % 3 == 1 ? DataType::kFloat16 : DataType::kInt64;
-      const int64_t n = 2 * size + t;
-      sums.emplace_back(dtype, n);
-      scatters.emplace_back(dtype, n);
-      gathers.emplace_back(dtype, rank + t);
-      for (int64_t i = 0; i < n; ++i) {
-        sums.back().set(i, input(op, rank, i));
-        scatters.back().set(i, input(op, rank, i));
+  constexpr int kTensors = 4;
+  for (DataType main : kAllTypes) {
+    const DataType other = main == DataType::kFloat16 ? DataType::kInt32 : DataType::kFloat16;
+    const auto dtype_of = [&](int t) { return t % 2 ? other : main; };
+    for (ReduceOp op : kAllOps) {
+      std::vector<Buffer> sums, scatters, gathers;
+      for (int t = 0; t < kTensors; ++t) {
+        const int64_t n = 2 * size + t;
+        sums.emplace_back(dtype_of(t), n);
+        scatters.emplace_back(dtype_of(t), n);
+        gathers.emplace_back(dtype_of(t), rank + t);
+        for (int64_t i = 0; i < n; ++i) {
+          sums.back().set(i, input(op, rank, i));
+          scatters.back().set(i, input(op, rank, i));
+        }
+        for (int64_t i = 0; i < rank + t; ++i) gathers.back().set(i, rank * 10 + t);
       }
-      for (int64_t i = 0; i < rank + t; ++i) gathers.back().set(i, rank * 10 + t);
-    }
-    for (int t = 0; t < 6; ++t) {
-      sum_views.push_back(
-          {sums[t].data(), t % 3 == 1 ? DataType::kFloat16 : DataType::kInt64, {sums[t].size()}});
-      scatter_views.push_back({scatters[t].data(), sum_views[t].dtype, {scatters[t].size()}});
-      gather_views.push_back({gathers[t].data(), sum_views[t].dtype, {gathers[t].size()}});
-    }
-    const std::string suffix = ranktime::reduce_op_name(op);
-    auto sum = ranktime::grouped_allreduce_async(sum_views, "g.sum." + suffix, op);
-    auto scatter = ranktime::grouped_reducescatter_async(scatter_views, "g.rs." + suffix, op);
-    auto gather = ranktime::grouped_allgather_async(gather_views, "g.ag." + suffix);
-    for (int t = 0; t < 6; ++t) {
-      const DataType dtype = sum_views[t].dtype;
-      const std::string what = suffix + " tensor " + std::to_string(t);
-      ASSERT_TRUE(sum[t].wait().ok()) << what << ": " << sum[t].wait().message();
-      ASSERT_TRUE(scatter[t].wait().ok()) << what << ": " << scatter[t].wait().message();
-      ASSERT_TRUE(gather[t].wait().ok()) << what << ": " << gather[t].wait().message();
-      for (int64_t i = 0; i < sums[t].size(); ++i)
-        ASSERT_EQ(sums[t].get(i), expected(dtype, op, size, i)) << what;
-      Buffer part = output_of(scatter[t], dtype);
-      const int64_t n = scatters[t].size(), first = first_row_of(n, size, rank);
-      ASSERT_EQ(part.size(), rows_of(n, size, rank)) << what;
-      for (int64_t k = 0; k < part.size(); ++k)
-        ASSERT_EQ(part.get(k), expected(dtype, op, size, first + k)) << what;
-      Buffer all = output_of(gather[t], dtype);
-      int64_t at = 0;
-      for (int q = 0; q < size; ++q) {
-        for (int64_t k = 0; k < q + t; ++k) ASSERT_EQ(all.get(at++), q * 10 + t) << what;
+      std::vector<ranktime::TensorView> sum_views, scatter_views, gather_views;
+      for (int t = 0; t < kTensors; ++t) {
+        sum_views.push_back({sums[t].data(), dtype_of(t), {sums[t].size()}});
+        scatter_views.push_back({scatters[t].data(), dtype_of(t), {scatters[t].size()}});
+        gather_views.push_back({gathers[t].data(), dtype_of(t), {gathers[t].size()}});
       }
-      ASSERT_EQ(at, all.size()) << what;
+      const std::string suffix = label(main, op);
+      auto sum = ranktime::grouped_allreduce_async(sum_views, "g.sum." + suffix, op);
+      auto scatter = ranktime::grouped_reducescatter_async(scatter_views, "g.rs." + suffix, op);
+      auto gather = ranktime::grouped_allgather_async(gather_views, "g.ag." + suffix);
+      for (int t = 0; t < kTensors; ++t) {
+        const DataType dtype = dtype_of(t);
+        const std::string what = suffix + " tensor " + std::to_string(t);
+        ASSERT_TRUE(sum[t].wait().ok()) << what << ": " << sum[t].wait().message();
+        ASSERT_TRUE(scatter[t].wait().ok()) << what << ": " << scatter[t].wait().message();
+        ASSERT_TRUE(gather[t].wait().ok()) << what << ": " << gather[t].wait().message();
+        for (int64_t i = 0; i < sums[t].size(); ++i)
+          ASSERT_EQ(sums[t].get(i), expected(dtype, op, size, i)) << what;
+        Buffer part = output_of(scatter[t], dtype);
+        const int64_t n = scatters[t].size(), first = first_row_of(n, size, rank);
+        ASSERT_EQ(part.size(), rows_of(n, size, rank)) << what;
+        for (int64_t k = 0; k < part.size(); ++k)
+          ASSERT_EQ(part.get(k), expected(dtype, op, size, first + k)) << what;
+        Buffer all = output_of(gather[t], dtype);
+        int64_t at = 0;
+        for (int q = 0; q < size; ++q) {
+          for (int64_t k = 0; k < q + t; ++k) ASSERT_EQ(all.get(at++), q * 10 + t) << what;
+        }
+        ASSERT_EQ(at, all.size()) << what;
+      }
     }
   }
 }

@@ -138,20 +138,21 @@ def test_alltoall_dtype_mismatch_fails_every_rank():
 
 # --- groups --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("framework", ["numpy", "torch"])
-def test_grouped_operations_are_exact(framework):
+@pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)
+def test_grouped_operations_are_exact(framework, dtype):
     n, r = ranktime.size(), ranktime.rank()
-    dtypes = ["int32", "float16", "float64", "int32"]  # two dtypes twice: two fused executions
+    other = "int32" if dtype == "float16" else "float16"
+    dtypes = [dtype, other, dtype, dtype]  # two dtypes: two fused executions
     shapes = [(2 * n + t, 2) for t in range(len(dtypes))]
     tensors = [make(framework, contribution(r, "Sum", d, s), d) for d, s in zip(dtypes, shapes)]
-    summed = ranktime.grouped_allreduce(tensors, op=ranktime.Sum, name="g.sum." + framework)
+    summed = ranktime.grouped_allreduce(tensors, op=ranktime.Sum, name="g.sum." + dtype)
     for t, d, s in zip(summed, dtypes, shapes):
         assert_exactly(t, framework, d, expected_reduction("Sum", d, s))
-    scattered = ranktime.grouped_reducescatter(tensors, op=ranktime.Sum, name="g.rs." + framework)
+    scattered = ranktime.grouped_reducescatter(tensors, op=ranktime.Sum, name="g.rs." + dtype)
     for t, d, s in zip(scattered, dtypes, shapes):
         assert_exactly(t, framework, d, my_rows(expected_reduction("Sum", d, s), s[0]))
     rows = [make(framework, np.full((r + t, 3), 10 * r + t), d) for t, d in enumerate(dtypes)]
-    gathered = ranktime.grouped_allgather(rows, name="g.ag." + framework)
+    gathered = ranktime.grouped_allgather(rows, name="g.ag." + dtype)
     for t, (g, d) in enumerate(zip(gathered, dtypes)):
         assert_exactly(g, framework, d,
                        np.concatenate([np.full((q + t, 3), 10 * q + t) for q in range(n)]))
