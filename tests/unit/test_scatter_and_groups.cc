@@ -261,6 +261,25 @@ TEST_F(GroupTest, CachedGroupsAreStillHeldTogether) {
   EXPECT_EQ(names_of(c.take_ready(tiny_, &negotiations_)), (Names{{"g_1of2", "g_2of2"}}));
 }
 
+// Only hand-made requests can do this (the API makes a group's requests alike): it fails.
+TEST_F(GroupTest, TensorsThatDisagreeAboutTheirGroupFailIt) {
+  Coordinator c(1, &ids_);
+  c.add(0, request("a", OpType::kAllreduce, {4}, "g", 2));
+  c.add(0, request("b", OpType::kAllgather, {4}, "g", 2));
+  std::vector<Response> ready = c.take_ready(tiny_, &negotiations_);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].names, (std::vector<std::string>{"a", "b"}));
+  EXPECT_THAT(ready[0].error, HasSubstr("group 'g' failed: tensor 'b' differs from tensor 'a' in "
+                                        "operation, reduction or device"));
+  c.add(0, request("c", OpType::kAllreduce, {4}, "h", 2));
+  c.add(0, request("d", OpType::kAllreduce, {4}, "h", 1));
+  ready = c.take_ready(tiny_, &negotiations_);
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].error,
+            "group 'h' failed: tensor 'd' is one of 1 tensors, tensor 'c' one of 2");
+  EXPECT_EQ(c.pending(), 0u);
+}
+
 TEST_F(GroupTest, DrainIncludesHeldTensors) {
   Coordinator c(2, &ids_);
   add(c, 0, 1, 2);

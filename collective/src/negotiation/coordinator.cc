@@ -349,7 +349,13 @@ void Coordinator::hold_groups(const std::vector<GroupOf>& groups, std::vector<Re
       continue;
     }
     HeldGroup& g = groups_[groups[i].name];
-    g.size = groups[i].size;
+    if (g.members.empty()) {
+      g.size = groups[i].size;
+    } else if (groups[i].size != g.size && g.mismatch.empty()) {
+      g.mismatch = "tensor '" + (*singles)[i].names[0] + "' is one of " +
+                   std::to_string(groups[i].size) + " tensors, tensor '" + g.members[0].names[0] +
+                   "' one of " + std::to_string(g.size);
+    }
     g.members.push_back(std::move((*singles)[i]));
     g.negotiations.push_back(std::move(n));
     ++held_;
@@ -370,9 +376,10 @@ void Coordinator::hold_groups(const std::vector<GroupOf>& groups, std::vector<Re
 }
 
 std::vector<Response> Coordinator::release(const std::string& name, HeldGroup& group) {
-  std::string error;
+  std::string error = group.mismatch;
   const Response& lead = group.members.front();
   for (const Response& m : group.members) {
+    if (!error.empty()) break;
     if (!m.error.empty()) {
       error = m.error;
       break;

@@ -110,9 +110,10 @@ class Coordinator {
   };
   // A group's tensors that every rank has requested, waiting for the rest of the group.
   struct HeldGroup {
-    uint32_t size = 0;
+    uint32_t size = 0;  // its first tensor's word for it
     std::vector<Response> members;
     std::vector<Negotiation> negotiations;
+    std::string mismatch;  // a tensor gave another size: the group fails
   };
   // Which group a completed tensor belongs to (size 0: none).
   struct GroupOf {
