@@ -24,6 +24,21 @@ class NameInFlightError : public Error {
   using Error::Error;
 };
 
+// A submission whose own arguments are wrong (Status::InvalidArgument): Python's
+// InvalidArgumentError, a RanktimeError and (as in Horovod) a ValueError, raised by the call.
+class InvalidArgumentError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Raises what a handle that completed at submission says about the call itself.
+void ThrowIfRefused(const Handle& handle) {
+  if (!handle.ready()) return;
+  Status status = handle.wait();  // completed at submission: does not block
+  if (status.name_in_flight()) throw NameInFlightError(status.message());
+  if (status.invalid_argument()) throw InvalidArgumentError(status.message());
+}
+
 // One submitted operation: the runtime's handle and the caller's tensor, whose memory the
 // runtime reads and writes until the handle completes.
 class Operation {
@@ -59,8 +74,15 @@ class Operation {
     return handle_.output_shape();
   }
 
-  // Allgather: copies the gathered bytes into `destination`, a contiguous host tensor of the
-  // input's dtype and output_shape() that the caller allocated in its own framework.
+  // Alltoall: how many rows of the output came from each rank.
+  std::vector<int32_t> ReceivedSplits() const {
+    Wait();
+    return handle_.received_splits();
+  }
+
+  // Allgather, reducescatter, alltoall: copies the result's bytes into `destination`, a
+  // contiguous host tensor of the input's dtype and output_shape() that the caller allocated in
+  // its own framework.
   void CopyOutputInto(py::handle destination) const {
     Wait();
     ImportedTensor out = ImportedTensor::FromObject(destination, /*writable=*/true);
@@ -68,7 +90,7 @@ class Operation {
     const TensorView& view = out.view();
     if (view.device != kCpuDevice || view.dtype != tensor_.view().dtype ||
         view.num_bytes() != bytes.size()) {
-      throw py::value_error("ranktime: allgather output buffer does not match the result (" +
+      throw py::value_error("ranktime: output buffer does not match the result (" +
                             std::to_string(bytes.size()) + " bytes of " +
                             dtype_name(tensor_.view().dtype) + " in host memory expected)");
     }
@@ -88,11 +110,32 @@ TensorView WithReadyEvent(TensorView view, uintptr_t ready_event) {
 }
 
 std::unique_ptr<Operation> Start(Handle handle, ImportedTensor imported, py::object keep_alive) {
-  if (handle.ready()) {
-    Status status = handle.wait();  // completed at submission: does not block
-    if (status.name_in_flight()) throw NameInFlightError(status.message());
-  }
+  ThrowIfRefused(handle);
   return std::make_unique<Operation>(std::move(handle), std::move(imported), std::move(keep_alive));
+}
+
+// A group: imports every tensor, submits them with `submit(views)`, and returns one Operation per
+// tensor (a list), or raises what refused the call.
+template <typename Submit>
+py::list StartGroup(const py::sequence& tensors, bool writable,
+                    const std::vector<uintptr_t>& ready_events, const py::object& keep_alive,
+                    Submit submit) {
+  if (ready_events.size() != tensors.size())
+    throw py::value_error("ranktime: one ready event per tensor expected");
+  std::vector<ImportedTensor> imported;
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    imported.push_back(ImportedTensor::FromObject(tensors[i], writable));
+    views.push_back(WithReadyEvent(imported.back().view(), ready_events[i]));
+  }
+  std::vector<Handle> handles = submit(views);
+  for (const Handle& h : handles) ThrowIfRefused(h);
+  py::list operations;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    operations.append(py::cast(
+        std::make_unique<Operation>(std::move(handles[i]), std::move(imported[i]), keep_alive)));
+  }
+  return operations;
 }
 
 }  // namespace
@@ -107,6 +150,8 @@ PYBIND11_MODULE(_core, m) {
   auto& ranktime_error = py::register_exception<Error>(m, "RanktimeError", PyExc_RuntimeError);
   py::register_exception<NameInFlightError>(
       m, "NameInFlightError", py::make_tuple(ranktime_error, py::handle(PyExc_ValueError)));
+  py::register_exception<InvalidArgumentError>(
+      m, "InvalidArgumentError", py::make_tuple(ranktime_error, py::handle(PyExc_ValueError)));
 
   py::enum_<ReduceOp>(m, "ReduceOp", "Reduction applied by allreduce.")
       .value("Sum", ReduceOp::kSum)
@@ -188,6 +233,7 @@ PYBIND11_MODULE(_core, m) {
       .def("wait", &Operation::Wait, "Blocks until completion; raises RanktimeError on failure.")
       .def("done", &Operation::Done)
       .def("output_shape", &Operation::OutputShape)
+      .def("received_splits", &Operation::ReceivedSplits)
       .def("copy_output_into", &Operation::CopyOutputInto, py::arg("destination"));
 
   // `ready_event`: a cudaEvent_t (as an integer) recorded after the producer of a device tensor;
@@ -221,5 +267,60 @@ PYBIND11_MODULE(_core, m) {
         return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("root_rank"), py::arg("name"), py::arg("ready_event") = 0,
+      py::arg("keep_alive") = py::none());
+  m.def(
+      "reducescatter_async",
+      [](py::handle tensor, const std::string& name, ReduceOp op, uintptr_t ready_event,
+         py::object keep_alive) {
+        ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/false);
+        Handle handle = reducescatter_async(WithReadyEvent(imported.view(), ready_event), name, op);
+        return Start(std::move(handle), std::move(imported), std::move(keep_alive));
+      },
+      py::arg("tensor"), py::arg("name"), py::arg("op") = ReduceOp::kSum,
+      py::arg("ready_event") = 0, py::arg("keep_alive") = py::none());
+  m.def(
+      "alltoall_async",
+      [](py::handle tensor, const std::vector<int32_t>& splits, const std::string& name,
+         uintptr_t ready_event, py::object keep_alive) {
+        ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/false);
+        Handle handle = alltoall_async(WithReadyEvent(imported.view(), ready_event), splits, name);
+        return Start(std::move(handle), std::move(imported), std::move(keep_alive));
+      },
+      py::arg("tensor"), py::arg("splits"), py::arg("name"), py::arg("ready_event") = 0,
+      py::arg("keep_alive") = py::none());
+
+  // Groups: a sequence of tensors and one ready event per tensor; a list of Operations back.
+  m.def(
+      "grouped_allreduce_async",
+      [](const py::sequence& tensors, const std::string& name, ReduceOp op,
+         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive) {
+        return StartGroup(tensors, /*writable=*/true, ready_events, keep_alive,
+                          [&](const std::vector<TensorView>& views) {
+                            return grouped_allreduce_async(views, name, op);
+                          });
+      },
+      py::arg("tensors"), py::arg("name"), py::arg("op"), py::arg("ready_events"),
+      py::arg("keep_alive") = py::none());
+  m.def(
+      "grouped_allgather_async",
+      [](const py::sequence& tensors, const std::string& name,
+         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive) {
+        return StartGroup(tensors, /*writable=*/false, ready_events, keep_alive,
+                          [&](const std::vector<TensorView>& views) {
+                            return grouped_allgather_async(views, name);
+                          });
+      },
+      py::arg("tensors"), py::arg("name"), py::arg("ready_events"),
+      py::arg("keep_alive") = py::none());
+  m.def(
+      "grouped_reducescatter_async",
+      [](const py::sequence& tensors, const std::string& name, ReduceOp op,
+         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive) {
+        return StartGroup(tensors, /*writable=*/false, ready_events, keep_alive,
+                          [&](const std::vector<TensorView>& views) {
+                            return grouped_reducescatter_async(views, name, op);
+                          });
+      },
+      py::arg("tensors"), py::arg("name"), py::arg("op"), py::arg("ready_events"),
       py::arg("keep_alive") = py::none());
 }

@@ -102,10 +102,12 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
   cmd->add_option("--ranks", o->ranks,
                   "analyse these ranks only, e.g. 0,2-3 (lateness is recomputed among them)");
   cmd->add_option("--op", o->operations,
-                  "analyse these operations only: allreduce, allgather, broadcast, barrier "
-                  "(repeat or separate with commas)")
+                  "analyse these operations only: allreduce, allgather, broadcast, barrier, "
+                  "reducescatter, alltoall (repeat or separate with commas)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"allreduce", "allgather", "broadcast", "barrier"}, CLI::ignore_case));
+      ->check(CLI::IsMember(
+          {"allreduce", "allgather", "broadcast", "barrier", "reducescatter", "alltoall"},
+          CLI::ignore_case));
   cmd->add_option("--table", o->table,
                   "print one table: run, lateness, time, top_wait, top_processing, fusion, "
                   "cycles, bandwidth, steps, step_ranks (the last two imply --by-step)")

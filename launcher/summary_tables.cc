@@ -196,7 +196,7 @@ Table cycles_table(const Summary& s) {
 Table bandwidth_table(const Summary& s) {
   Table t{"bandwidth",
           "bandwidth (nccl-tests: algbw = bytes / collective time, busbw = algbw x 2(n-1)/n "
-          "allreduce, (n-1)/n allgather, 1 broadcast; per rank lane)",
+          "allreduce, (n-1)/n allgather, reducescatter and alltoall, 1 broadcast; per rank lane)",
           {},
           {},
           "no timed collectives"};

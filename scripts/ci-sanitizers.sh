@@ -25,7 +25,7 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --test-dir "$A" --output-on-f
 # --- TSan ---
 T=${TSAN_BUILD_DIR:-build-tsan}
 [ -f "$T/build.ninja" ] || cmake -S . -B "$T" -G Ninja $common -DRANKTIME_SANITIZE=thread >/dev/null
-cmake --build "$T" --target collectives_test lifecycle_test tl-api-tests fault_injection ranktime-synth test_trace_writer test_inprocess -j "$(nproc)"
+cmake --build "$T" --target collectives_test lifecycle_test tl-api-tests fault_injection ranktime-synth test_trace_writer test_inprocess test_inprocess_scatter scatter_groups_test -j "$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-ctest --test-dir "$T" --output-on-failure -R "^(mpi_collectives|mpi_lifecycle|tl_api|TraceWriter)"
+ctest --test-dir "$T" --output-on-failure -R "^(mpi_collectives|mpi_scatter_groups|mpi_lifecycle|tl_api|TraceWriter)"
 ctest --test-dir "$T" --output-on-failure -L inprocess

@@ -1,5 +1,5 @@
-"""ranktime: Horovod-style collectives (allreduce, allgather, broadcast) with a distributed
-timeline, for NumPy arrays and PyTorch tensors.
+"""ranktime: Horovod-style collectives (allreduce, allgather, broadcast, reducescatter, alltoall,
+and grouped forms) with a distributed timeline, for NumPy arrays and PyTorch tensors.
 
     import ranktime
     ranktime.init()
@@ -12,16 +12,21 @@ import atexit as _atexit
 
 from . import _collectives, _core
 from ._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_,
-                           allreduce_async, allreduce_async_, broadcast, broadcast_,
-                           broadcast_async, broadcast_async_, poll, synchronize)
-from ._core import (Average, Max, Min, NameInFlightError, Product, RankLateness, RanktimeError,
-                    ReduceOp, Sum, cross_rank, cross_size, is_initialized, lateness, local_rank,
-                    local_size, rank, size)
+                           allreduce_async, allreduce_async_, alltoall, alltoall_async, broadcast,
+                           broadcast_, broadcast_async, broadcast_async_, grouped_allgather,
+                           grouped_allgather_async, grouped_allreduce, grouped_allreduce_,
+                           grouped_allreduce_async, grouped_allreduce_async_,
+                           grouped_reducescatter, grouped_reducescatter_async, poll,
+                           reducescatter, reducescatter_async, synchronize)
+from ._core import (Average, InvalidArgumentError, Max, Min, NameInFlightError, Product,
+                    RankLateness, RanktimeError, ReduceOp, Sum, cross_rank, cross_size,
+                    is_initialized, lateness, local_rank, local_size, rank, size)
 from ._timeline import mark_step, start_timeline, stop_timeline, timeline
 
 RanktimeError.__module__ = "ranktime"
 RankLateness.__module__ = "ranktime"
 NameInFlightError.__module__ = "ranktime"
+InvalidArgumentError.__module__ = "ranktime"
 __version__ = "0.1.0"
 
 __all__ = [
@@ -30,7 +35,12 @@ __all__ = [
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "allgather", "allgather_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+    "reducescatter", "reducescatter_async", "alltoall", "alltoall_async",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "grouped_allgather", "grouped_allgather_async",
+    "grouped_reducescatter", "grouped_reducescatter_async",
     "synchronize", "poll", "barrier", "Handle", "RanktimeError", "NameInFlightError",
+    "InvalidArgumentError",
     "ReduceOp", "Sum", "Average", "Min", "Max", "Product",
     "start_timeline", "stop_timeline", "timeline", "mark_step", "lateness", "RankLateness",
 ]

@@ -1,10 +1,13 @@
-"""allreduce, allgather and broadcast on the caller's tensors, and the handles they return.
+"""allreduce, allgather, broadcast, reducescatter, alltoall and their grouped forms on the caller's
+tensors, and the handles they return.
 
 Every operation is asynchronous underneath: the ``*_async`` forms return a Handle at once, the
 plain forms wait for it. The runtime works in place on contiguous memory, so out-of-place forms
 reduce or receive into a fresh contiguous copy, and in-place forms on a non-contiguous tensor work
 on a contiguous copy that is written back when the handle completes.
 """
+
+import numbers
 
 from . import _core, _names, _tensors
 
@@ -95,7 +98,31 @@ def poll(handle):
     return handle.done()
 
 
-def _submit(kind, name, start, framework, buffer, finish):
+class _Group:
+    """A group's operations (one per tensor), waited on and polled as one."""
+
+    __slots__ = ("operations",)
+
+    def __init__(self, operations):
+        self.operations = operations
+
+    def done(self):
+        return all(operation.done() for operation in self.operations)
+
+    def wait(self):
+        errors = []
+        for operation in self.operations:  # every one, so that none is left running
+            try:
+                operation.wait()
+            except Exception as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+
+def _start(kind, name, launch, finish):
+    """Names the operation (`name` or a default one, see _names), starts it with
+    launch(full_name) and returns its Handle, whose result is finish(operation)."""
     if _orphans:
         _free_orphans()
     if name is None:
@@ -105,13 +132,41 @@ def _submit(kind, name, start, framework, buffer, finish):
     else:
         raise TypeError("ranktime: name must be a str or None, got %s" % type(name).__name__)
     try:
-        exported, ready_event, keep_alive = framework.export(buffer)
-        operation = start(exported, full_name, ready_event, keep_alive)
+        operation = launch(full_name)
+    except _core.InvalidArgumentError:
+        raise  # the request went to rank 0 under this name (to fail the other ranks): it stays taken
     except BaseException:
         if token is not None:
             _names.release(token)
         raise
     return Handle(full_name, operation, finish, token)
+
+
+def _submit(kind, name, start, framework, buffer, finish):
+    """Starts start(exported buffer, full name, ready event, keep alive) on `buffer`."""
+    def launch(full_name):
+        exported, ready_event, keep_alive = framework.export(buffer)
+        return start(exported, full_name, ready_event, keep_alive)
+
+    return _start(kind, name, launch, finish)
+
+
+def _submit_group(kind, name, start, prepared):
+    """Starts a group: `prepared` holds (framework, buffer, result) per tensor (see _on_copy);
+    start(buffers, full name, ready events, keep alives) returns one operation per buffer. The
+    handle's result is the list of result(operation)."""
+    if not prepared:
+        raise ValueError("ranktime: %s needs at least one tensor" % kind)
+
+    def launch(full_name):
+        exported = [framework.export(buffer) for framework, buffer, _ in prepared]
+        return _Group(start([e[0] for e in exported], full_name, [e[1] for e in exported],
+                            [e[2] for e in exported]))
+
+    def finish(group):
+        return [result(operation) for (_, _, result), operation in zip(prepared, group.operations)]
+
+    return _start(kind, name, launch, finish)
 
 
 def _in_place(framework, tensor):
@@ -122,34 +177,63 @@ def _in_place(framework, tensor):
     return framework.copy(tensor), tensor
 
 
-def _submit_on_copy(kind, name, start, tensor, prescale=1.0, postscale=1.0):
-    """Runs `start` on a copy of `tensor`, multiplied by `prescale` first and by `postscale` when
-    the operation completes; the handle's result is the copy."""
+def _on_copy(tensor, prescale=1.0, postscale=1.0):
+    """(framework, buffer, result) for an operation on a copy of `tensor` multiplied by
+    `prescale`; result(operation) multiplies the copy by `postscale` and returns it."""
     framework, x = _tensors.classify(tensor)
     buffer = framework.copy(x)
     _scale(framework, buffer, prescale)
 
-    def finish(operation):
+    def result(operation):
         _scale(framework, buffer, postscale)
         return buffer
 
-    return _submit(kind, name, start, framework, buffer, finish)
+    return framework, buffer, result
 
 
-def _submit_in_place(kind, name, start, tensor, prescale=1.0, postscale=1.0):
-    """Runs `start` on `tensor`'s memory (or on a contiguous copy, written back when the
-    operation completes), scaled as in _submit_on_copy; the handle's result is `tensor`."""
+def _on_tensor(tensor, prescale=1.0, postscale=1.0):
+    """The same on `tensor`'s own memory (or on a contiguous copy, written back when the operation
+    completes); result(operation) returns `tensor`."""
     framework, x = _tensors.classify(tensor)
     buffer, write_back = _in_place(framework, x)
     _scale(framework, buffer, prescale)
 
-    def finish(operation):
+    def result(operation):
         _scale(framework, buffer, postscale)
         if write_back is not None:
             framework.copy_into(write_back, buffer)
         return tensor
 
-    return _submit(kind, name, start, framework, buffer, finish)
+    return framework, buffer, result
+
+
+def _into_output(tensor, prescale=1.0, postscale=1.0):
+    """The same for an operation whose result is a new tensor (allgather, reducescatter, alltoall):
+    `tensor` is sent as it is (a copy when it must be scaled or made contiguous); result(operation)
+    is the output, in tensor's framework and on its device, multiplied by `postscale`."""
+    framework, x = _tensors.classify(tensor)
+    source = framework.copy(x) if prescale != 1.0 else framework.contiguous(x)
+    _scale(framework, source, prescale)
+
+    def result(operation):
+        output = framework.empty_like_on_host(source, operation.output_shape())
+        operation.copy_output_into(output)
+        _scale(framework, output, postscale)
+        return framework.to_device_of(output, source)
+
+    return framework, source, result
+
+
+def _submit_on_copy(kind, name, start, tensor, prescale=1.0, postscale=1.0):
+    """Runs `start` on a copy of `tensor` (see _on_copy); the handle's result is the copy."""
+    framework, buffer, result = _on_copy(tensor, prescale, postscale)
+    return _submit(kind, name, start, framework, buffer, result)
+
+
+def _submit_in_place(kind, name, start, tensor, prescale=1.0, postscale=1.0):
+    """Runs `start` on `tensor` in place (see _on_tensor); the handle's result is `tensor`."""
+    framework, buffer, result = _on_tensor(tensor, prescale, postscale)
+    return _submit(kind, name, start, framework, buffer, result)
 
 
 def _scale(framework, buffer, factor):
@@ -210,14 +294,7 @@ def allgather_async(tensor, name=None):
     if len(x.shape) == 0:
         raise ValueError("ranktime: allgather needs a tensor with at least one dimension (it "
                          "concatenates along dimension 0); reshape scalars to [1]")
-    source = framework.contiguous(x)
-
-    def finish(operation):
-        output = framework.empty_like_on_host(source, operation.output_shape())
-        operation.copy_output_into(output)
-        return framework.to_device_of(output, source)
-
-    return _submit("allgather", name, _core.allgather_async, framework, source, finish)
+    return _submit("allgather", name, _core.allgather_async, *_into_output(x))
 
 
 def allgather(tensor, name=None):
@@ -248,3 +325,139 @@ def broadcast(tensor, root_rank, name=None):
 def broadcast_(tensor, root_rank, name=None):
     """Overwrites `tensor` with root_rank's in place and returns it."""
     return broadcast_async_(tensor, root_rank, name).wait()
+
+
+# --- reducescatter -----------------------------------------------------------------------------
+
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducing `tensor` over all ranks and splitting the result along dimension 0;
+    returns a Handle whose result is this rank's part, a new tensor.
+
+    Every rank's tensor must have the same shape. Rank r gets dim0 // size() rows, the first
+    dim0 % size() ranks one more (Horovod's split), in rank order. Scale factors as allreduce's.
+    """
+    _check_op(op)
+    return _submit("reducescatter", name,
+                   lambda t, n, e, k: _core.reducescatter_async(t, n, op, e, k),
+                   *_into_output(tensor, prescale_factor, postscale_factor))
+
+
+def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Returns this rank's part (dimension 0) of the reduction of `tensor` over all ranks."""
+    return reducescatter_async(tensor, name, op, prescale_factor, postscale_factor).wait()
+
+
+# --- alltoall ----------------------------------------------------------------------------------
+
+def _split_list(splits):
+    """`splits` (None, a sequence, a NumPy array or a torch tensor of integers) as a list."""
+    if splits is None:
+        return []
+    if hasattr(splits, "tolist") and hasattr(splits, "dtype"):
+        kind = str(splits.dtype).replace("torch.", "")
+        if not kind.startswith(("int", "uint")):
+            raise ValueError("ranktime: alltoall splits must hold integers, not %s" % kind)
+        if len(splits.shape) != 1:
+            raise ValueError("ranktime: alltoall splits must be one-dimensional, not of shape %s"
+                             % (tuple(splits.shape),))
+        splits = splits.tolist()
+    values = list(splits)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise ValueError("ranktime: alltoall splits must hold integers, got %r" % (v,))
+        if not -2**31 <= v < 2**31:
+            raise ValueError("ranktime: alltoall split %d does not fit 32 bits" % v)
+    return [int(v) for v in values]
+
+
+def alltoall_async(tensor, splits=None, name=None):
+    """Starts sending splits[r] rows (dimension 0) of `tensor` to rank r; returns a Handle whose
+    result is (output, received_splits): the rows every rank sent this one, in rank order, and
+    how many came from each (int32, in tensor's framework).
+
+    Without splits, dimension 0 is divided evenly (it must divide by size()). As in Horovod the
+    splits may sum to less than dimension 0 (the rest is not sent), never to more.
+    """
+    split_list = _split_list(splits)
+    framework, source, output = _into_output(tensor)
+
+    def result(operation):
+        return output(operation), framework.int32_vector(operation.received_splits())
+
+    return _submit("alltoall", name,
+                   lambda t, n, e, k: _core.alltoall_async(t, split_list, n, e, k), framework,
+                   source, result)
+
+
+def alltoall(tensor, splits=None, name=None):
+    """Returns the rows every rank sent this one (see alltoall_async); with `splits`, as Horovod,
+    also how many came from each rank: (output, received_splits)."""
+    output, received_splits = alltoall_async(tensor, splits, name).wait()
+    return output if splits is None else (output, received_splits)
+
+
+# --- grouped operations ------------------------------------------------------------------------
+# One negotiation for the group (it is ready when every tensor is ready on every rank), one fused
+# execution per dtype, and all or nothing: a problem with one tensor fails every tensor of the
+# group on every rank. The handle's result is the list of results, in order. Tensor i is named
+# ``<kind>.<name>_<i+1>of<n>`` (Horovod's names).
+
+def _grouped_allreduce(prepare, tensors, name, op, prescale_factor, postscale_factor):
+    """A group allreduce of `tensors`, each prepared by `prepare` (_on_copy or _on_tensor)."""
+    _check_op(op)
+    return _submit_group("grouped_allreduce", name,
+                         lambda ts, n, es, ks: _core.grouped_allreduce_async(ts, n, op, es, ks),
+                         [prepare(t, prescale_factor, postscale_factor) for t in tensors])
+
+
+def grouped_allreduce_async(tensors, name=None, op=Average, prescale_factor=1.0,
+                            postscale_factor=1.0):
+    """Starts reducing every tensor of `tensors` over all ranks, into new tensors."""
+    return _grouped_allreduce(_on_copy, tensors, name, op, prescale_factor, postscale_factor)
+
+
+def grouped_allreduce_async_(tensors, name=None, op=Average, prescale_factor=1.0,
+                             postscale_factor=1.0):
+    """Starts reducing every tensor of `tensors` over all ranks, in place."""
+    return _grouped_allreduce(_on_tensor, tensors, name, op, prescale_factor, postscale_factor)
+
+
+def grouped_allreduce(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Returns the reduction of every tensor of `tensors` over all ranks, as new tensors."""
+    return grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor).wait()
+
+
+def grouped_allreduce_(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces every tensor of `tensors` over all ranks in place and returns them."""
+    return grouped_allreduce_async_(tensors, name, op, prescale_factor, postscale_factor).wait()
+
+
+def grouped_allgather_async(tensors, name=None):
+    """Starts allgathering every tensor of `tensors` (see allgather_async)."""
+    prepared = [_into_output(t) for t in tensors]
+    if any(len(buffer.shape) == 0 for _, buffer, _ in prepared):
+        raise ValueError("ranktime: allgather needs tensors with at least one dimension (it "
+                         "concatenates along dimension 0); reshape scalars to [1]")
+    return _submit_group("grouped_allgather", name, _core.grouped_allgather_async, prepared)
+
+
+def grouped_allgather(tensors, name=None):
+    """Returns every tensor of `tensors` concatenated over the ranks along dimension 0."""
+    return grouped_allgather_async(tensors, name).wait()
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0,
+                                postscale_factor=1.0):
+    """Starts a reducescatter of every tensor of `tensors` (see reducescatter_async)."""
+    _check_op(op)
+    return _submit_group(
+        "grouped_reducescatter", name,
+        lambda ts, n, es, ks: _core.grouped_reducescatter_async(ts, n, op, es, ks),
+        [_into_output(t, prescale_factor, postscale_factor) for t in tensors])
+
+
+def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Returns this rank's part of the reduction of every tensor of `tensors`."""
+    return grouped_reducescatter_async(tensors, name, op, prescale_factor,
+                                       postscale_factor).wait()

@@ -27,7 +27,7 @@ class NumpyTensors:
 
     @staticmethod
     def contiguous(x):
-        return np.ascontiguousarray(x)
+        return x if x.flags.c_contiguous else np.array(x, order="C")  # keeps a 0-d array 0-d
 
     @staticmethod
     def copy(x):
@@ -62,6 +62,10 @@ class NumpyTensors:
     @staticmethod
     def empty_like_on_host(x, shape):
         return np.empty(shape, dtype=x.dtype)
+
+    @staticmethod
+    def int32_vector(values):
+        return np.array(values, dtype=np.int32)
 
     @staticmethod
     def to_device_of(result, x):
@@ -119,6 +123,9 @@ class TorchTensors:
 
     def empty_like_on_host(self, x, shape):
         return self.torch.empty(shape, dtype=x.dtype)
+
+    def int32_vector(self, values):
+        return self.torch.tensor(values, dtype=self.torch.int32)
 
     @staticmethod
     def to_device_of(result, x):

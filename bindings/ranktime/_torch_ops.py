@@ -1,7 +1,8 @@
 """The collectives as ranktime.torch exports them: Horovod 0.28.1's call shapes and defaults
 (``allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
 prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set)``, ...), gradients
-through allreduce, allgather and broadcast, Compression, allgather_object. The work is done by
+through every collective (allreduce, allgather, broadcast, reducescatter, alltoall and the grouped
+forms), Compression, allgather_object. The work is done by
 ranktime._collectives; this module only adapts arguments and adds autograd.
 """
 
@@ -275,6 +276,223 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     return _Broadcast.apply(tensor, root_rank, name)
 
 
+# --- grouped allreduce and allgather -----------------------------------------------------------
+
+def _check_all(tensors, process_set):
+    _check_process_set(process_set)
+    for tensor in tensors:
+        _check(tensor, process_set)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing every tensor of `tensors` (one negotiation, one fused execution, all or
+    nothing); the handle's result is the list of new tensors."""
+    _check_all(tensors, process_set)
+    return _collectives.grouped_allreduce_async(tensors, name, _resolve_op(op, average),
+                                                prescale_factor, postscale_factor)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing every tensor of `tensors` in place; the handle's result is `tensors`."""
+    _check_all(tensors, process_set)
+    return _collectives.grouped_allreduce_async_(tensors, name, _resolve_op(op, average),
+                                                 prescale_factor, postscale_factor)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    """Reduces every tensor of `tensors` in place and returns them."""
+    return grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                    postscale_factor, process_set).wait()
+
+
+class _GroupedAllreduce(torch.autograd.Function):
+    """The gradient of a grouped allreduce is the same grouped allreduce of the gradients."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        handle = _collectives.grouped_allreduce_async(list(tensors), name, op, prescale_factor,
+                                                      postscale_factor)
+        ctx.args = (_grad_name(handle), op, prescale_factor, postscale_factor)
+        return tuple(handle.wait())
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = _collectives.grouped_allreduce([g.contiguous() for g in grad_outputs], *ctx.args)
+        return (None, None, None, None, *grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Returns the reduction of every tensor of `tensors` over all ranks (one negotiation, one
+    fused execution, all or nothing), as new tensors; gradients flow through it."""
+    _check_all(tensors, process_set)
+    op = _resolve_op(op, average)
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
+    reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, *compressed)
+    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs)]
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts allgathering every tensor of `tensors` as one group; returns a Handle."""
+    _check_all(tensors, process_set)
+    return _collectives.grouped_allgather_async(tensors, name)
+
+
+class _GroupedAllgather(torch.autograd.Function):
+    """Horovod's gradient, per tensor: as allgather's."""
+
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        handle = _collectives.grouped_allgather_async(list(tensors), name)
+        ctx.rows = [t.shape[0] for t in tensors]
+        ctx.name = _grad_name(handle)
+        return tuple(handle.wait())
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        reduced = _collectives.grouped_allreduce([g.contiguous() for g in grad_outputs], ctx.name,
+                                                 Average)
+        rows = _collectives.allgather(torch.tensor(ctx.rows, dtype=torch.int64).reshape(1, -1),
+                                      ctx.name + ".rows")
+        offsets = rows[:_core.rank()].sum(0)
+        return (None, *[r.narrow(0, int(offset), n)
+                        for r, offset, n in zip(reduced, offsets, ctx.rows)])
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Returns every tensor of `tensors` concatenated over the ranks along dimension 0, as one
+    group; gradients flow through it."""
+    _check_all(tensors, process_set)
+    return list(_GroupedAllgather.apply(name, *tensors))
+
+
+# --- reducescatter -----------------------------------------------------------------------------
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducing `tensor` over all ranks and splitting the result along dimension 0 (the
+    first dim0 % size() ranks get one row more); returns a Handle."""
+    _check(tensor, process_set)
+    return _collectives.reducescatter_async(tensor, name, _resolve_op(op, None), prescale_factor,
+                                            postscale_factor)
+
+
+def _reducescatter_gradients(ctx, grad_outputs):
+    """Horovod's gradient of a reducescatter: the output's gradient allgathered, times size() for
+    Sum, times the scale factors."""
+    factor = (_core.size() if ctx.op is Sum else 1) * ctx.prescale * ctx.postscale
+    return [g.contiguous() * factor if factor != 1 else g.contiguous() for g in grad_outputs]
+
+
+class _Reducescatter(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        handle = _collectives.reducescatter_async(tensor, name, op, prescale_factor,
+                                                  postscale_factor)
+        ctx.op, ctx.prescale, ctx.postscale = op, prescale_factor, postscale_factor
+        ctx.name = _grad_name(handle)
+        return handle.wait()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad, = _reducescatter_gradients(ctx, [grad_output])
+        return _collectives.allgather(grad, ctx.name), None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Returns this rank's part (dimension 0) of the reduction of `tensor` over all ranks;
+    gradients flow through it (Horovod's: see docs/python.md)."""
+    _check(tensor, process_set)
+    op = _resolve_op(op, None)
+    compressed, ctx = compression.compress(tensor)
+    reduced = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(reduced, ctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter of every tensor of `tensors` as one group; returns a Handle."""
+    _check_all(tensors, process_set)
+    return _collectives.grouped_reducescatter_async(tensors, name, _resolve_op(op, None),
+                                                    prescale_factor, postscale_factor)
+
+
+class _GroupedReducescatter(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        handle = _collectives.grouped_reducescatter_async(list(tensors), name, op,
+                                                          prescale_factor, postscale_factor)
+        ctx.op, ctx.prescale, ctx.postscale = op, prescale_factor, postscale_factor
+        ctx.name = _grad_name(handle)
+        return tuple(handle.wait())
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = _reducescatter_gradients(ctx, grad_outputs)
+        return (None, None, None, None, *_collectives.grouped_allgather(grads, ctx.name))
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Returns this rank's part of the reduction of every tensor of `tensors`, as one group;
+    gradients flow through it."""
+    _check_all(tensors, process_set)
+    op = _resolve_op(op, None)
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
+    reduced = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor,
+                                          *compressed)
+    return [compression.decompress(t, ctx) for t, ctx in zip(reduced, ctxs)]
+
+
+# --- alltoall ----------------------------------------------------------------------------------
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts sending splits[r] rows of `tensor` to rank r; the handle's result is
+    (output, received_splits), as Horovod's synchronize() returns it."""
+    _check(tensor, process_set)
+    return _collectives.alltoall_async(tensor, splits, name)
+
+
+class _Alltoall(torch.autograd.Function):
+    """The gradient of an alltoall is the alltoall of the output's gradient back, with the
+    received splits as splits."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        handle = _collectives.alltoall_async(tensor, splits, name)
+        output, received_splits = handle.wait()
+        ctx.received_splits = received_splits
+        ctx.name = _grad_name(handle)
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received_splits)
+        return output, received_splits
+
+    @staticmethod
+    def backward(ctx, grad_output, *unused):
+        grad, _ = _collectives.alltoall(grad_output.contiguous(), ctx.received_splits, ctx.name)
+        return grad, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows (dimension 0) of `tensor` to rank r and returns the rows every rank
+    sent this one, in rank order; with `splits`, (output, received_splits) as in Horovod
+    (received_splits: int32, on the device of `splits` when it is a tensor). Without splits,
+    dimension 0 is divided evenly. Gradients flow through it."""
+    _check(tensor, process_set)
+    result = _Alltoall.apply(tensor, splits, name)
+    if isinstance(splits, torch.Tensor) and splits.device != result[1].device:
+        return result[0], result[1].to(splits.device)
+    return result
+
+
 # --- objects -----------------------------------------------------------------------------------
 
 def allgather_object(obj, name=None):
@@ -320,4 +538,8 @@ __all__ = [
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "sparse_allreduce_async",
     "allgather", "allgather_async", "allgather_object",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
+    "reducescatter", "reducescatter_async", "alltoall", "alltoall_async",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "grouped_allgather", "grouped_allgather_async",
+    "grouped_reducescatter", "grouped_reducescatter_async",
 ]

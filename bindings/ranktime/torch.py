@@ -1,7 +1,8 @@
 """PyTorch on ranktime, shaped as ``horovod.torch``: ``import ranktime.torch as hvd`` gives
-Horovod 0.28.1's collectives (allreduce, allgather, broadcast and their async and in-place forms,
-with Horovod's arguments and gradients), DistributedOptimizer, broadcast_parameters,
-broadcast_optimizer_state, broadcast_object and allgather_object (docs/python.md, "From Horovod").
+Horovod 0.28.1's collectives (allreduce, allgather, broadcast, reducescatter, alltoall, the
+grouped forms, their async and in-place forms, with Horovod's arguments and gradients),
+DistributedOptimizer, broadcast_parameters, broadcast_optimizer_state, broadcast_object and
+allgather_object (docs/python.md, "From Horovod").
 
     opt = ranktime.torch.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     ranktime.torch.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -23,8 +24,8 @@ import torch
 
 from . import _collectives, _distributed, _timeline, _torch_ops
 from ._collectives import Handle, poll, synchronize
-from ._core import (NameInFlightError, RanktimeError, cross_rank, cross_size, is_initialized,
-                    local_rank, local_size, rank, size)
+from ._core import (InvalidArgumentError, NameInFlightError, RanktimeError, cross_rank,
+                    cross_size, is_initialized, local_rank, local_size, rank, size)
 from ._timeline import start_timeline, stop_timeline
 from ._torch_ops import *  # noqa: F401,F403 (the collectives, Horovod-shaped)
 from ._torch_ops import (Average, Compression, _check_process_set, _resolve_op, broadcast_object,
@@ -38,9 +39,9 @@ __all__ = _torch_ops.__all__ + [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size", "barrier", "synchronize", "poll", "Handle", "start_timeline",
     "stop_timeline",
-    "RanktimeError", "HorovodInternalError", "NameInFlightError",
+    "RanktimeError", "HorovodInternalError", "NameInFlightError", "InvalidArgumentError",
     "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built",
-    "rocm_built",
+    "rocm_built", "nccl_built",
 ]
 
 
@@ -70,6 +71,12 @@ def ddl_built():
 
 def rocm_built():
     return False
+
+
+def nccl_built():
+    """Horovod returns the NCCL version its collectives were built with; ranktime's reducescatter
+    and alltoall (which Horovod's scripts check NCCL's version for) never use NCCL: 0."""
+    return 0
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):

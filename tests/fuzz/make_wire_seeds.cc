@@ -26,6 +26,17 @@ int main(int argc, char** argv) {
   q.dtype = DataType::kBFloat16;
   q.error = "null data pointer";
   m.requests.push_back(q);
+  q.name = "grouped_reducescatter.g_2of3";  // a group's tensor: its group and size travel too
+  q.op = OpType::kReducescatter;
+  q.error.clear();
+  q.group = "grouped_reducescatter.g";
+  q.group_size = 3;
+  m.requests.push_back(q);
+  q.name = "a2a";
+  q.op = OpType::kAlltoall;
+  q.group.clear();
+  q.group_size = 0;
+  m.requests.push_back(q);
   m.records.resize(2);
   m.records[1].kind = timeline::RecordKind::kTick;
   m.clock = {1, 2, 3};

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/reduce.h"
+#include "core/rows.h"
 
 namespace ranktime::testing {
 
@@ -73,6 +74,39 @@ bool ThreadGroup::broadcast(int rank, void* data, size_t bytes, int root) {
   return barrier();
 }
 
+bool ThreadGroup::reducescatter(int rank, const void* data, int64_t rows, int64_t row_elems,
+                                DataType dtype, ReduceOp op, std::vector<std::byte>* out) {
+  const Part mine{data, static_cast<size_t>(rows * row_elems) * dtype_size(dtype)};
+  if (!arrive(rank, &mine)) return false;
+  const int64_t n = scatter_rows(rows, size_, rank) * row_elems;
+  const size_t begin =
+      static_cast<size_t>(scatter_first_row(rows, size_, rank) * row_elems) * dtype_size(dtype);
+  const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
+  out->assign(bytes, std::byte{0});
+  const auto part = [&](int r) { return static_cast<const std::byte*>(parts_[r].data) + begin; };
+  if (bytes) std::memcpy(out->data(), part(0), bytes);
+  for (int r = 1; r < size_; ++r) reduce_into(part(r), out->data(), n, dtype, op);
+  if (op == ReduceOp::kAverage) divide_in_place(out->data(), n, dtype, size_);
+  return barrier();
+}
+
+bool ThreadGroup::alltoall(int rank, const void* data, size_t row_bytes,
+                           const std::vector<int32_t>& send_rows, std::vector<std::byte>* out,
+                           std::vector<int32_t>* received) {
+  Part mine{data, row_bytes, send_rows.data()};
+  if (!arrive(rank, &mine)) return false;
+  out->clear();
+  received->clear();
+  for (int q = 0; q < size_; ++q) {
+    int64_t offset = 0;
+    for (int d = 0; d < rank; ++d) offset += parts_[q].send_rows[d];
+    const auto* p = static_cast<const std::byte*>(parts_[q].data) + offset * row_bytes;
+    out->insert(out->end(), p, p + parts_[q].send_rows[rank] * row_bytes);
+    received->push_back(parts_[q].send_rows[rank]);
+  }
+  return barrier();
+}
+
 ThreadBackend::ThreadBackend(int rank, std::shared_ptr<ThreadGroup> group, const Clock* clock)
     : InlineBackend(clock), rank_(rank), group_(std::move(group)) {}
 
@@ -95,6 +129,24 @@ Status ThreadBackend::run_one(const Response& r, TensorEntry* entry) {
     case OpType::kBroadcast:
       ok = group_->broadcast(rank_, v.data, v.num_bytes(), r.root);
       break;
+    case OpType::kReducescatter: {
+      auto& state = *entry->handle;
+      ok = group_->reducescatter(rank_, v.data, v.shape[0], row_elements(v.shape), v.dtype,
+                                 r.reduce_op, &state.output);
+      state.output_shape = v.shape;
+      state.output_shape[0] = scatter_rows(v.shape[0], group_->size(), rank_);
+      break;
+    }
+    case OpType::kAlltoall: {
+      auto& state = *entry->handle;
+      const size_t row_bytes = static_cast<size_t>(row_elements(v.shape)) * dtype_size(v.dtype);
+      ok = group_->alltoall(rank_, v.data, row_bytes, entry->splits, &state.output,
+                            &state.received_splits);
+      state.output_shape = v.shape;
+      state.output_shape[0] = 0;
+      for (int32_t rows : state.received_splits) state.output_shape[0] += rows;
+      break;
+    }
     default:
       ok = group_->barrier();
       break;
@@ -110,10 +162,24 @@ Status ThreadBackend::run(const Response& response, const std::vector<TensorEntr
     Status s = run_one(response, e);
     if (status.ok()) status = s;
   }
-  const timeline::Phase phase = response.op == OpType::kAllgather ? timeline::Phase::kMpiAllgather
-                                : response.op == OpType::kBroadcast
-                                    ? timeline::Phase::kMpiBcast
-                                    : timeline::Phase::kMpiAllreduce;
+  using timeline::Phase;
+  Phase phase = Phase::kMpiAllreduce;
+  switch (response.op) {
+    case OpType::kAllgather:
+      phase = Phase::kMpiAllgather;
+      break;
+    case OpType::kBroadcast:
+      phase = Phase::kMpiBcast;
+      break;
+    case OpType::kReducescatter:
+      phase = Phase::kMpiReducescatter;
+      break;
+    case OpType::kAlltoall:
+      phase = Phase::kMpiAlltoall;
+      break;
+    default:
+      break;
+  }
   if (response.op != OpType::kBarrier) log->add(phase, start_ns, clock_->now_ns());
   return status;
 }

@@ -40,6 +40,15 @@ class ThreadGroup {
   bool allgather(int rank, const void* data, size_t bytes, std::vector<std::byte>* out,
                  std::vector<size_t>* sizes);
   bool broadcast(int rank, void* data, size_t bytes, int root);
+  // This rank's rows (core/rows.h's split) of the reduction of every rank's `rows` x `row_elems`
+  // tensor, into *out.
+  bool reducescatter(int rank, const void* data, int64_t rows, int64_t row_elems, DataType dtype,
+                     ReduceOp op, std::vector<std::byte>* out);
+  // Sends send_rows[r] rows of `row_bytes` (consecutive, in rank order) to rank r; receives what
+  // every rank sends this one into *out, in rank order, and how many rows came from each into
+  // *received.
+  bool alltoall(int rank, const void* data, size_t row_bytes, const std::vector<int32_t>& send_rows,
+                std::vector<std::byte>* out, std::vector<int32_t>* received);
   bool barrier();
   void abort();
 
@@ -47,6 +56,7 @@ class ThreadGroup {
   struct Part {
     const void* data = nullptr;
     size_t bytes = 0;
+    const int32_t* send_rows = nullptr;  // alltoall: rows for each rank
   };
   // Posts this rank's part (if any) and waits until every rank has arrived. The parts stay put
   // until the next arrival, which every rank makes only after it is done with them.

@@ -38,6 +38,26 @@ HOROVOD_SIGNATURES = {
     "broadcast_": "tensor root_rank name=None process_set=G",
     "broadcast_async": "tensor root_rank name=None process_set=G",
     "broadcast_async_": "tensor root_rank name=None process_set=G",
+    "grouped_allreduce": "tensors average=None name=None compression=C op=None "
+                         "prescale_factor=1.0 postscale_factor=1.0 process_set=G",
+    "grouped_allreduce_": "tensors average=None name=None op=None prescale_factor=1.0 "
+                          "postscale_factor=1.0 process_set=G",
+    "grouped_allreduce_async": "tensors average=None name=None op=None prescale_factor=1.0 "
+                               "postscale_factor=1.0 process_set=G",
+    "grouped_allreduce_async_": "tensors average=None name=None op=None prescale_factor=1.0 "
+                                "postscale_factor=1.0 process_set=G",
+    "grouped_allgather": "tensors name=None process_set=G",
+    "grouped_allgather_async": "tensors name=None process_set=G",
+    "reducescatter": "tensor name=None compression=C op=A process_set=G prescale_factor=1.0 "
+                     "postscale_factor=1.0",
+    "reducescatter_async": "tensor name=None op=A process_set=G prescale_factor=1.0 "
+                           "postscale_factor=1.0",
+    "grouped_reducescatter": "tensors name=None compression=C op=A process_set=G "
+                             "prescale_factor=1.0 postscale_factor=1.0",
+    "grouped_reducescatter_async": "tensors name=None op=A process_set=G prescale_factor=1.0 "
+                                   "postscale_factor=1.0",
+    "alltoall": "tensor splits=None name=None process_set=G",
+    "alltoall_async": "tensor splits=None name=None process_set=G",
     "allgather_object": "obj name=None",
     "broadcast_object": "obj root_rank=0 name=None",
     "broadcast_parameters": "params root_rank",
@@ -52,7 +72,7 @@ HOROVOD_NAMES = ["init", "shutdown", "is_initialized", "rank", "size", "local_ra
                  "barrier", "start_timeline", "stop_timeline", "Average", "Sum", "Adasum", "Min",
                  "Max", "Product", "Compression", "HorovodInternalError", "global_process_set",
                  "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built",
-                 "ddl_built", "rocm_built"]
+                 "ddl_built", "rocm_built", "nccl_built"]
 
 
 def describe(function):

@@ -172,7 +172,39 @@ INSTANTIATE_TEST_SUITE_P(
                  OpType::kAllreduce,
                  3,
                  [](auto& q) { q[1].error = "null data pointer for a tensor of 128 bytes"; },
-                 {"rank 1", "null data pointer for a tensor of 128 bytes"}}),
+                 {"rank 1", "null data pointer for a tensor of 128 bytes"}},
+        Mismatch{"reducescatter_shape",
+                 OpType::kReducescatter,
+                 3,
+                 [](auto& q) {
+                   q[2].shape = {5, 8};
+                 },
+                 {"shape", "[4,8] on ranks 0,1", "[5,8] on rank 2"}},
+        Mismatch{"reducescatter_reduction",
+                 OpType::kReducescatter,
+                 2,
+                 [](auto& q) { q[0].reduce_op = ReduceOp::kMax; },
+                 {"reduction", "max on rank 0", "sum on rank 1"}},
+        Mismatch{"alltoall_ndim",
+                 OpType::kAlltoall,
+                 2,
+                 [](auto& q) { q[0].shape = {4}; },
+                 {"number of dimensions", "1 on rank 0", "2 on rank 1"}},
+        Mismatch{"alltoall_later_dims",
+                 OpType::kAlltoall,
+                 3,
+                 [](auto& q) {
+                   q[1].shape = {4, 10};
+                 },
+                 {"shape after the first dimension", "[8] on ranks 0,2", "[10] on rank 1"}},
+        Mismatch{"group",
+                 OpType::kAllreduce,
+                 3,
+                 [](auto& q) {
+                   q[0].group = q[1].group = "g";
+                   q[0].group_size = q[1].group_size = 2;
+                 },
+                 {"group differs between ranks", "'g' of 2 on ranks 0,1", "none on rank 2"}}),
     [](const ::testing::TestParamInfo<Mismatch>& p) { return std::string(p.param.label); });
 
 TEST(ValidateRequests, AllgatherFirstDimensionsMayDiffer) {

@@ -20,7 +20,7 @@ using timeline::RecordKind;
 
 auto fields(const Request& q) {
   return std::tie(q.name, q.op, q.reduce_op, q.dtype, q.device, q.root, q.shape, q.ready_ns,
-                  q.flags, q.argument, q.error);
+                  q.flags, q.argument, q.error, q.group, q.group_size);
 }
 
 auto fields(const Response& s) {
@@ -98,6 +98,8 @@ Request full_request() {
   q.flags = 0xa5;
   q.argument = "/tmp/trace.json";
   q.error = "null data pointer for a tensor of 12 bytes";
+  q.group = "grouped_allreduce.layer1";
+  q.group_size = 0xfffffffe;
   return q;
 }
 
@@ -147,6 +149,8 @@ WorkerMessage rich_worker_message() {
   unicode.dtype = DataType::kInt64;
   unicode.shape = {0, 5};
   unicode.ready_ns = -1;
+  unicode.group = "группа";
+  unicode.group_size = 1;
   m.requests.push_back(unicode);
   Request binary;
   binary.name = std::string("nul\0inside", 10);
@@ -404,7 +408,8 @@ uint32_t get_u32(const std::vector<uint8_t>& bytes, size_t at) {
 // A worker message holding one request named "x" with shape [4] and no records. Offsets count
 // from the end, which is laid out as: ... request count 4 | name len 2, "x" 1 | op, reduce_op,
 // dtype | device 4, root 4, flags 1 | shape count 4, dim 8 | ready_ns 8 | argument len 4 |
-// error len 4 | cached id count 4 | cached ready count 4 | evictions_seen 8 | record count 4.
+// error len 4 | group len 2 | group size 4 | cached id count 4 | cached ready count 4 |
+// evictions_seen 8 | record count 4.
 std::vector<uint8_t> one_request_message() {
   WorkerMessage m;
   Request q;
@@ -420,11 +425,13 @@ std::vector<uint8_t> one_request_message() {
 constexpr size_t kRecordCountFromEnd = 4;
 constexpr size_t kCachedReadyCountFromEnd = 16;
 constexpr size_t kCachedIdsCountFromEnd = 20;
-constexpr size_t kErrorLenFromEnd = 24;
-constexpr size_t kArgumentLenFromEnd = 28;
-constexpr size_t kShapeCountFromEnd = 48;
-constexpr size_t kOpFromEnd = 60;
-constexpr size_t kRequestCountFromEnd = 67;
+constexpr size_t kGroupSizeFromEnd = 24;
+constexpr size_t kGroupLenFromEnd = 26;
+constexpr size_t kErrorLenFromEnd = 30;
+constexpr size_t kArgumentLenFromEnd = 34;
+constexpr size_t kShapeCountFromEnd = 54;
+constexpr size_t kOpFromEnd = 66;
+constexpr size_t kRequestCountFromEnd = 73;
 
 TEST(Wire, WorkerLayoutIsWhatTheCorruptionTestsAssume) {
   auto bytes = one_request_message();
@@ -436,6 +443,9 @@ TEST(Wire, WorkerLayoutIsWhatTheCorruptionTestsAssume) {
   EXPECT_EQ(get_u32(bytes, end - kShapeCountFromEnd), 1u);
   EXPECT_EQ(get_u32(bytes, end - kArgumentLenFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kErrorLenFromEnd), 0u);
+  EXPECT_EQ(bytes[end - kGroupLenFromEnd], 0u);
+  EXPECT_EQ(bytes[end - kGroupLenFromEnd + 1], 0u);
+  EXPECT_EQ(get_u32(bytes, end - kGroupSizeFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kCachedIdsCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kCachedReadyCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kRecordCountFromEnd), 0u);
@@ -465,6 +475,8 @@ TEST(Wire, WorkerHugeCountsThrow) {
                                                      {kArgumentLenFromEnd, 1},
                                                      {kErrorLenFromEnd, 0xffffffff},
                                                      {kErrorLenFromEnd, (1 << 24) + 1},
+                                                     {kGroupLenFromEnd, 1},
+                                                     {kGroupLenFromEnd, 0xffff},
                                                      {kCachedIdsCountFromEnd, 0xffffffff},
                                                      {kCachedIdsCountFromEnd, 1},
                                                      {kCachedReadyCountFromEnd, 0xffffffff},

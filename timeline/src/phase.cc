@@ -33,6 +33,12 @@ constexpr const char* kPhaseNames[] = {
     "MEMCPY_IN_HOST_BUFFER",
     "MEMCPY_OUT_HOST_BUFFER",
     "MPI_REDUCE",
+    "REDUCESCATTER",
+    "ALLTOALL",
+    "NEGOTIATE_REDUCESCATTER",
+    "NEGOTIATE_ALLTOALL",
+    "MPI_REDUCESCATTER",
+    "MPI_ALLTOALL",
 };
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::kCount),
               "every Phase needs a name");

@@ -65,8 +65,17 @@ class Status {
     s.name_in_flight_ = true;
     return s;
   }
+  // The call's own arguments are wrong (alltoall splits that do not fit the tensor, a scalar to
+  // reducescatter, ...): the handle completes at once with this status (Python raises a
+  // ValueError at the call, as Horovod does); the other ranks' handles for the tensor fail too.
+  static Status InvalidArgument(std::string message) {
+    Status s(std::move(message), false);
+    s.invalid_argument_ = true;
+    return s;
+  }
   bool ok() const { return ok_; }
   bool name_in_flight() const { return name_in_flight_; }
+  bool invalid_argument() const { return invalid_argument_; }
   const std::string& message() const { return message_; }
 
  private:
@@ -74,6 +83,7 @@ class Status {
   std::string message_;
   bool ok_ = true;
   bool name_in_flight_ = false;
+  bool invalid_argument_ = false;
 };
 
 // Thrown for misuse that cannot be tied to one tensor: bad configuration, use before init().
@@ -96,10 +106,12 @@ class Handle {
   Status wait() const;
   // True once the operation has completed, successfully or not.
   bool ready() const;
-  // Allgather only: the gathered bytes (ranks' inputs concatenated along dimension 0) and shape.
-  // Valid once wait() has returned an ok status.
+  // Allgather, reducescatter and alltoall: the result's bytes and shape (the input is not
+  // changed). Valid once wait() has returned an ok status.
   const std::vector<std::byte>& output() const;
   const std::vector<int64_t>& output_shape() const;
+  // Alltoall only: how many rows of output() came from each rank, in rank order.
+  const std::vector<int32_t>& received_splits() const;
 
   bool valid() const { return state_ != nullptr; }
 
@@ -132,6 +144,34 @@ Handle allreduce_async(const TensorView& tensor, const std::string& name,
 Handle allgather_async(const TensorView& tensor, const std::string& name);
 // In place: every rank's `tensor` receives root_rank's contents.
 Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name);
+// Reduces every rank's `tensor` (the same shape on every rank, at least one dimension) and
+// splits the result along dimension 0 among the ranks into handle.output(): rank r gets
+// dim0 / size() rows, and the first dim0 % size() ranks one row more (Horovod's split), in rank
+// order. Average divides once, after the reduction.
+Handle reducescatter_async(const TensorView& tensor, const std::string& name,
+                           ReduceOp op = ReduceOp::kSum);
+// Sends splits[r] rows (dimension 0) of `tensor` to rank r, in rank order, and receives into
+// handle.output() the rows every rank sent this one, in rank order; handle.received_splits() says
+// how many came from each. Empty `splits`: dim0 / size() rows to each rank (dim0 must divide).
+// As in Horovod, the splits may sum to less than dim0 (the rows after them are not sent), never
+// to more. Dimensions after the first must agree between ranks; dimension 0 may differ.
+Handle alltoall_async(const TensorView& tensor, const std::vector<int32_t>& splits,
+                      const std::string& name);
+
+// Grouped operations: the tensors of a group are negotiated together (the group is ready when
+// every tensor is ready on every rank) and run as one fused collective per dtype; a problem with
+// any tensor fails every tensor of the group on every rank, with a message naming the tensor.
+// Tensor i is named `name_<i+1>of<n>` (Horovod's names). One handle per tensor, in order; they
+// complete together. Results as for the single operations (allreduce in place; allgather and
+// reducescatter in each handle's output()).
+std::vector<Handle> grouped_allreduce_async(const std::vector<TensorView>& tensors,
+                                            const std::string& name, ReduceOp op = ReduceOp::kSum);
+std::vector<Handle> grouped_allgather_async(const std::vector<TensorView>& tensors,
+                                            const std::string& name);
+std::vector<Handle> grouped_reducescatter_async(const std::vector<TensorView>& tensors,
+                                                const std::string& name,
+                                                ReduceOp op = ReduceOp::kSum);
+
 // Blocks until every rank has called barrier().
 Status barrier();
 

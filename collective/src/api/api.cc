@@ -130,6 +130,42 @@ Handle broadcast_async(const TensorView& tensor, int root_rank, const std::strin
       .submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank);
 }
 
+Handle reducescatter_async(const TensorView& tensor, const std::string& name, ReduceOp op) {
+  return runtime("reducescatter_async()").submit(OpType::kReducescatter, tensor, name, op);
+}
+
+Handle alltoall_async(const TensorView& tensor, const std::vector<int32_t>& splits,
+                      const std::string& name) {
+  return runtime("alltoall_async()").submit_alltoall(tensor, splits, name);
+}
+
+namespace {
+std::vector<Handle> submit_group(const char* caller, OpType op,
+                                 const std::vector<TensorView>& tensors, const std::string& name,
+                                 ReduceOp reduce_op) {
+  if (tensors.empty()) {
+    throw Error(std::string("ranktime::") + caller + ": group '" + name + "' has no tensors");
+  }
+  return runtime(caller).submit_group(op, tensors, name, reduce_op);
+}
+}  // namespace
+
+std::vector<Handle> grouped_allreduce_async(const std::vector<TensorView>& tensors,
+                                            const std::string& name, ReduceOp op) {
+  return submit_group("grouped_allreduce_async()", OpType::kAllreduce, tensors, name, op);
+}
+
+std::vector<Handle> grouped_allgather_async(const std::vector<TensorView>& tensors,
+                                            const std::string& name) {
+  return submit_group("grouped_allgather_async()", OpType::kAllgather, tensors, name,
+                      ReduceOp::kSum);
+}
+
+std::vector<Handle> grouped_reducescatter_async(const std::vector<TensorView>& tensors,
+                                                const std::string& name, ReduceOp op) {
+  return submit_group("grouped_reducescatter_async()", OpType::kReducescatter, tensors, name, op);
+}
+
 Status barrier() {
   return runtime("barrier()").submit(OpType::kBarrier, TensorView{}, "ranktime.barrier").wait();
 }

@@ -18,5 +18,6 @@ bool Handle::ready() const {
 
 const std::vector<std::byte>& Handle::output() const { return state_->output; }
 const std::vector<int64_t>& Handle::output_shape() const { return state_->output_shape; }
+const std::vector<int32_t>& Handle::received_splits() const { return state_->received_splits; }
 
 }  // namespace ranktime

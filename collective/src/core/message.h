@@ -19,8 +19,10 @@ enum class OpType : uint8_t {
   kBarrier = 3,
   kTimelineStart = 4,  // `argument` = path, `flags` bit 0 = mark cycles
   kTimelineStop = 5,
+  kReducescatter = 6,  // every rank's tensor reduced, dimension 0 split among the ranks
+  kAlltoall = 7,       // rows of dimension 0 sent to each rank (the entry's splits)
 };
-inline constexpr int kNumOpTypes = 6;
+inline constexpr int kNumOpTypes = 8;
 const char* op_type_name(OpType op);  // "allreduce", ...
 
 // One rank's request for one named tensor.
@@ -38,6 +40,10 @@ struct Request {
   // A local validation failure (null data pointer, ...): the coordinator fails the tensor on
   // every rank with this message rather than leaving the other ranks waiting.
   std::string error;
+  // Grouped operations: the group's name and how many tensors it has (0: not grouped). Rank 0
+  // holds a group's tensors until all are ready on every rank, then runs them together.
+  std::string group;
+  uint32_t group_size = 0;
 };
 
 // NTP-style timestamps for clock-offset refresh: t0 = rank 0 sent a response list, t1 = this
@@ -76,7 +82,8 @@ struct Response {
   std::vector<uint32_t> tensor_ids;  // timeline ids, parallel to names
   // Response cache ids, parallel to names (empty or 0: not cached; the rank forgets the name).
   std::vector<uint32_t> cache_ids;
-  // Allgather: first dimension of each rank's input, per tensor: first_dims[t * size + r].
+  // Allgather: first dimension of each rank's input, per tensor: first_dims[t * size + r] (a
+  // group's fused allgather holds several tensors).
   std::vector<int64_t> first_dims;
   uint8_t flags = 0;
   std::string argument;

@@ -18,8 +18,9 @@ struct HandleState {
   std::condition_variable cv;
   bool done = false;
   Status status;
-  std::vector<std::byte> output;  // allgather result
+  std::vector<std::byte> output;  // allgather, reducescatter, alltoall result
   std::vector<int64_t> output_shape;
+  std::vector<int32_t> received_splits;  // alltoall: rows of output from each rank
 
   void complete(Status s) {
     {
@@ -38,6 +39,12 @@ struct TensorEntry {
   Request request;  // ready_ns on this rank's clock
   TensorView view;
   std::shared_ptr<detail::HandleState> handle;
+  // Alltoall: rows of dimension 0 for each rank (this rank's own; the ranks exchange them when
+  // the alltoall runs).
+  std::vector<int32_t> splits;
+  // request.error is about the call's own arguments: the handle fails at once, and the request
+  // still goes to rank 0 so that the other ranks' handles for the tensor fail too.
+  bool invalid_argument = false;
 };
 
 // Sub-phase timings of one executed response, on this rank's clock, in execution order.

@@ -153,6 +153,8 @@ void encode(const WorkerMessage& m, std::vector<uint8_t>* out) {
     w.pod(q.ready_ns);
     w.str(q.argument, kMaxArgumentBytes);
     w.str(q.error, kMaxErrorBytes);
+    w.str(q.group, kMaxNameBytes);
+    w.pod(q.group_size);
   }
   if (m.cached_ids.size() != m.cached_ready_ns.size()) {
     throw WireError("cached ids and ready times differ in count");
@@ -179,7 +181,7 @@ void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage*
   m.timeline_ack = flags & 4;
   m.clock = r.pod<ClockEcho>("clock");
   m.shutdown_why = r.str(kMaxArgumentBytes, "shutdown_why");
-  uint32_t n = r.count("request count", 2 + 9 + 4 + 8 + 8);
+  uint32_t n = r.count("request count", 2 + 9 + 4 + 8 + 8 + 2 + 4);
   m.requests.resize(n);
   for (Request& q : m.requests) {
     q.name = r.str(kMaxNameBytes, "name");
@@ -188,6 +190,8 @@ void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage*
     q.ready_ns = r.pod<int64_t>("ready_ns");
     q.argument = r.str(kMaxArgumentBytes, "argument");
     q.error = r.str(kMaxErrorBytes, "error");
+    q.group = r.str(kMaxNameBytes, "group");
+    q.group_size = r.pod<uint32_t>("group_size");
   }
   r.vec_into("cached_ids", &m.cached_ids);
   r.vec_into("cached_ready_ns", &m.cached_ready_ns);
@@ -275,6 +279,10 @@ const char* op_type_name(OpType op) {
       return "timeline_start";
     case OpType::kTimelineStop:
       return "timeline_stop";
+    case OpType::kReducescatter:
+      return "reducescatter";
+    case OpType::kAlltoall:
+      return "alltoall";
   }
   return "invalid";
 }

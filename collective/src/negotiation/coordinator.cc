@@ -255,6 +255,9 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
     size_t slot;
   };
   std::vector<Gather> gather;  // cached negotiations: ready times to copy out of ready_
+  const size_t first = negotiations->size();
+  std::vector<GroupOf> groups;  // parallel to singles
+  bool grouped = false;
   for (Done& done : completed_) {
     Response s;
     Negotiation n;
@@ -267,6 +270,7 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       counts_[index] = 0;
       first_ready_[index] = INT64_MAX;
       const Request& q = slot.request;
+      groups.push_back(GroupOf{q.group, q.group_size});
       s = single_response(q, slot.tensor_id);
       s.error = std::move(slot.duplicate_error);
       slot.duplicate_error.clear();
@@ -289,6 +293,7 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       by_rank.clear();
       for (auto& q : e.by_rank) by_rank.push_back(std::move(*q));
       const Request& q0 = by_rank[0];
+      groups.push_back(GroupOf{q0.group, q0.group_size});
       s = single_response(q0, ids_->id_of(done.name));
       s.error = e.duplicate_error.empty() ? validate_requests(by_rank) : e.duplicate_error;
       if (s.error.empty() && s.op == OpType::kAllgather) {
@@ -308,6 +313,7 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       }
     }
     if (capacity_ == 0) s.cache_ids.clear();
+    grouped = grouped || groups.back().size > 0;
     negotiations->push_back(std::move(n));
     singles.push_back(std::move(s));
   }
@@ -323,7 +329,94 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
     }
   }
   retire_seen();
+  if (grouped) hold_groups(groups, &singles, &bytes, negotiations, first);
   return plan_fusion(singles, bytes, options);
+}
+
+void Coordinator::hold_groups(const std::vector<GroupOf>& groups, std::vector<Response>* singles,
+                              std::vector<int64_t>* bytes, std::vector<Negotiation>* negotiations,
+                              size_t first) {
+  size_t kept = 0;
+  std::vector<Response> released;
+  std::vector<Negotiation> released_negotiations;
+  for (size_t i = 0; i < singles->size(); ++i) {
+    Negotiation& n = (*negotiations)[first + i];
+    if (groups[i].size == 0) {
+      (*singles)[kept] = std::move((*singles)[i]);
+      (*bytes)[kept] = (*bytes)[i];
+      (*negotiations)[first + kept] = std::move(n);
+      ++kept;
+      continue;
+    }
+    HeldGroup& g = groups_[groups[i].name];
+    if (g.members.empty()) {
+      g.size = groups[i].size;
+    } else if (groups[i].size != g.size && g.mismatch.empty()) {
+      g.mismatch = "tensor '" + (*singles)[i].names[0] + "' is one of " +
+                   std::to_string(groups[i].size) + " tensors, tensor '" + g.members[0].names[0] +
+                   "' one of " + std::to_string(g.size);
+    }
+    g.members.push_back(std::move((*singles)[i]));
+    g.negotiations.push_back(std::move(n));
+    ++held_;
+    if (g.members.size() < g.size) continue;
+    held_ -= g.members.size();
+    for (Response& r : release(groups[i].name, g)) released.push_back(std::move(r));
+    for (Negotiation& m : g.negotiations) released_negotiations.push_back(std::move(m));
+    groups_.erase(groups[i].name);
+  }
+  singles->resize(kept);
+  bytes->resize(kept);
+  negotiations->resize(first + kept);
+  for (Response& r : released) {
+    singles->push_back(std::move(r));
+    bytes->push_back(0);  // already laid out: plan_fusion passes it through
+  }
+  for (Negotiation& n : released_negotiations) negotiations->push_back(std::move(n));
+}
+
+std::vector<Response> Coordinator::release(const std::string& name, HeldGroup& group) {
+  std::string error = group.mismatch;
+  const Response& lead = group.members.front();
+  for (const Response& m : group.members) {
+    if (!error.empty()) break;
+    if (!m.error.empty()) {
+      error = m.error;
+      break;
+    }
+    if (m.op != lead.op || m.reduce_op != lead.reduce_op || m.device != lead.device ||
+        m.root != lead.root) {
+      error = "tensor '" + m.names[0] + "' differs from tensor '" + lead.names[0] +
+              "' in operation, reduction or device (" + op_type_name(m.op) + " on device " +
+              std::to_string(m.device) + " vs " + op_type_name(lead.op) + " on device " +
+              std::to_string(lead.device) + ")";
+      break;
+    }
+  }
+  if (error.empty()) {
+    // A tensor's cache slot may have been evicted while its group waited: then it goes uncached.
+    for (Response& m : group.members) {
+      if (!m.cache_ids.empty() && m.cache_ids[0] != 0 && slot_of(m.cache_ids[0]) == nullptr)
+        m.cache_ids[0] = 0;
+    }
+    return plan_group(std::move(group.members));
+  }
+  // All or nothing: one response fails every tensor; nobody caches any of them.
+  error = "group '" + name + "' failed: " + error;
+  Response failed = group.members.front();
+  failed.names.clear();
+  failed.tensor_ids.clear();
+  failed.cache_ids.clear();
+  failed.first_dims.clear();
+  failed.error = error;
+  for (const Response& m : group.members) {
+    failed.names.push_back(m.names[0]);
+    failed.tensor_ids.push_back(m.tensor_ids[0]);
+    if (capacity_ > 0) failed.cache_ids.push_back(0);
+    uncache(m.names[0]);
+  }
+  for (Negotiation& n : group.negotiations) n.error = error;
+  return {std::move(failed)};
 }
 
 std::vector<Coordinator::Stalled> Coordinator::stalled(int64_t older_than_ns) const {
@@ -349,7 +442,7 @@ std::vector<Coordinator::Stalled> Coordinator::stalled(int64_t older_than_ns) co
   return out;
 }
 
-size_t Coordinator::pending() const { return table_.size() + pending_cached_; }
+size_t Coordinator::pending() const { return table_.size() + pending_cached_ + held_; }
 
 std::vector<std::string> Coordinator::drain() {
   std::vector<std::string> names;
@@ -357,6 +450,11 @@ std::vector<std::string> Coordinator::drain() {
   table_.clear();
   completed_.clear();
   pending_cached_ = 0;
+  for (auto& [group, held] : groups_) {
+    for (const Response& m : held.members) names.push_back(m.names[0]);
+  }
+  groups_.clear();
+  held_ = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (counts_[i] > 0) names.push_back(slots_[i].request.name);
     counts_[i] = 0;

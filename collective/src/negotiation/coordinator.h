@@ -2,7 +2,9 @@
 // (validation.h), and the deterministic list of responses (fused where compatible, fusion_plan.h)
 // every rank then executes; and rank 0's side of the response cache (response_cache.h): a tensor
 // negotiated without error gets an id, and later requests that send only (id, ready time) cost
-// an array write each. Pure logic: no MPI, no clock; unit tests drive it directly.
+// an array write each; and grouped operations: a group's tensors are held until all are ready on
+// every rank, then run together or fail together. Pure logic: no MPI, no clock; unit tests drive
+// it directly.
 #pragma once
 
 #include <cstdint>
@@ -55,11 +57,14 @@ class Coordinator {
   std::vector<uint32_t> take_evicted();
 
   // Responses for every tensor that all ranks have now requested, in the order they became
-  // ready, validated and fused. Appends one Negotiation per tensor to *negotiations.
+  // ready, validated and fused. Appends one Negotiation per tensor to *negotiations. A grouped
+  // tensor (Request::group) waits until its whole group is ready on every rank; the group then
+  // runs as plan_group() lays it out, or, if any of its tensors failed validation, every tensor
+  // of the group fails with that tensor's message.
   std::vector<Response> take_ready(const FusionOptions& options,
                                    std::vector<Negotiation>* negotiations);
 
-  // Tensors some but not all ranks have requested.
+  // Tensors some but not all ranks have requested, and grouped tensors waiting for their group.
   size_t pending() const;
 
   // For the stall inspector: each pending tensor with the ranks that have not requested it yet
@@ -103,6 +108,18 @@ class Coordinator {
     int32_t slot;  // -1: table_
     std::string name;
   };
+  // A group's tensors that every rank has requested, waiting for the rest of the group.
+  struct HeldGroup {
+    uint32_t size = 0;  // its first tensor's word for it
+    std::vector<Response> members;
+    std::vector<Negotiation> negotiations;
+    std::string mismatch;  // a tensor gave another size: the group fails
+  };
+  // Which group a completed tensor belongs to (size 0: none).
+  struct GroupOf {
+    std::string name;
+    uint32_t size = 0;
+  };
 
   Slot* slot_of(uint32_t id);
   void add_cached_slow(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen,
@@ -115,11 +132,20 @@ class Coordinator {
   uint32_t cache(const Request& q0, uint32_t tensor_id, int64_t bytes);
   void uncache(const std::string& name);
   void retire_seen();
+  // Moves the grouped tensors among *singles (negotiations from index `first` on, parallel; their
+  // groups in `groups`) into groups_, and appends every group now complete, laid out or failed.
+  void hold_groups(const std::vector<GroupOf>& groups, std::vector<Response>* singles,
+                   std::vector<int64_t>* bytes, std::vector<Negotiation>* negotiations,
+                   size_t first);
+  // A complete group as the responses that run it (or one that fails every tensor).
+  std::vector<Response> release(const std::string& name, HeldGroup& group);
 
   int size_;
   TensorIds* ids_;
   std::unordered_map<std::string, Entry> table_;
   std::vector<Done> completed_;  // in completion order
+  std::unordered_map<std::string, HeldGroup> groups_;
+  size_t held_ = 0;  // tensors in groups_
 
   size_t capacity_;
   std::vector<Slot> slots_;

@@ -5,6 +5,19 @@
 #include <tuple>
 
 namespace ranktime {
+namespace {
+
+// Appends `single`'s tensor to the fused response `batch`.
+void append(Response& batch, const Response& single) {
+  batch.names.push_back(single.names[0]);
+  batch.tensor_ids.push_back(single.tensor_ids[0]);
+  batch.cache_ids.resize(batch.names.size() - 1);  // stays parallel to names
+  batch.cache_ids.push_back(single.cache_ids.empty() ? 0 : single.cache_ids[0]);
+  batch.first_dims.insert(batch.first_dims.end(), single.first_dims.begin(),
+                          single.first_dims.end());
+}
+
+}  // namespace
 
 std::vector<Response> plan_fusion(const std::vector<Response>& singles,
                                   const std::vector<int64_t>& bytes, const FusionOptions& options) {
@@ -16,7 +29,9 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
   std::map<std::tuple<int, int, int, int, int>, Open> open;
   for (size_t i = 0; i < singles.size(); ++i) {
     const Response& s = singles[i];
-    bool fusable = s.error.empty() && (s.op == OpType::kAllreduce || s.op == OpType::kBroadcast) &&
+    bool fusable = s.error.empty() && s.names.size() == 1 &&
+                   (s.op == OpType::kAllreduce || s.op == OpType::kBroadcast ||
+                    s.op == OpType::kReducescatter) &&
                    options.threshold > 0 && bytes[i] <= options.threshold &&
                    (options.max_tensor <= 0 || bytes[i] < options.max_tensor);
     if (!fusable) {
@@ -27,15 +42,27 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
                                static_cast<int>(s.dtype), s.device, s.root);
     auto it = open.find(key);
     if (it != open.end() && it->second.bytes + bytes[i] <= options.threshold) {
-      Response& batch = out[it->second.index];
-      batch.names.push_back(s.names[0]);
-      batch.tensor_ids.push_back(s.tensor_ids[0]);
-      batch.cache_ids.resize(batch.names.size() - 1);  // stays parallel to names
-      batch.cache_ids.push_back(s.cache_ids.empty() ? 0 : s.cache_ids[0]);
+      append(out[it->second.index], s);
       it->second.bytes += bytes[i];
     } else {
       out.push_back(s);
       open[key] = Open{out.size() - 1, bytes[i]};
+    }
+  }
+  return out;
+}
+
+std::vector<Response> plan_group(std::vector<Response> members) {
+  std::vector<Response> out;
+  const bool one_each =
+      members.front().op == OpType::kAllgather && members.front().device != kCpuDevice;
+  std::map<int, size_t> batch_of_dtype;
+  for (Response& m : members) {
+    auto [it, fresh] = batch_of_dtype.try_emplace(static_cast<int>(m.dtype), out.size());
+    if (fresh || one_each) {
+      out.push_back(std::move(m));
+    } else {
+      append(out[it->second], m);
     }
   }
   return out;

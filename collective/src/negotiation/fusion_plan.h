@@ -18,8 +18,16 @@ struct FusionOptions {
 };
 
 // Packs consecutive compatible responses (same op, reduction, dtype, device, root) into batches of
-// at most options.threshold bytes. `bytes[i]` is the size of singles[i]'s tensor.
+// at most options.threshold bytes. `bytes[i]` is the size of singles[i]'s tensor. Allreduce,
+// broadcast and reducescatter fuse; a response that already holds several tensors (a group's)
+// passes through as it is.
 std::vector<Response> plan_fusion(const std::vector<Response>& singles,
                                   const std::vector<int64_t>& bytes, const FusionOptions& options);
+
+// A group's tensors (one single response each, without errors, the same op, reduction, device and
+// root) as the responses that run them: one fused response per dtype, whatever the fusion
+// threshold (a group is one execution), in the order the dtypes first appear. Device allgathers
+// stay one response per tensor: the GPU path gathers one tensor at a time.
+std::vector<Response> plan_group(std::vector<Response> members);
 
 }  // namespace ranktime

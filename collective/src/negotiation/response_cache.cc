@@ -11,7 +11,8 @@ bool cacheable(const Request& q) {
 bool same_request(const Request& a, const Request& b) {
   return a.name == b.name && a.op == b.op && a.reduce_op == b.reduce_op && a.dtype == b.dtype &&
          a.device == b.device && a.root == b.root && a.shape == b.shape && a.flags == b.flags &&
-         a.argument == b.argument && a.error == b.error;
+         a.argument == b.argument && a.error == b.error && a.group_size == b.group_size &&
+         a.group == b.group;
 }
 
 uint32_t WorkerCache::id_for(const Request& q) const {

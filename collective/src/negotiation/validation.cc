@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <utility>
 
 #include "core/wire.h"
 
@@ -45,6 +46,11 @@ void describe_difference(const std::vector<Request>& by_rank, const char* field,
 
 std::string number_str(int64_t n) { return std::to_string(n); }
 
+std::string group_text(const std::pair<std::string, uint32_t>& group) {
+  if (group.second == 0) return "none";
+  return "'" + group.first + "' of " + std::to_string(group.second);
+}
+
 }  // namespace
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -80,6 +86,46 @@ std::string check_tensor_view(const TensorView& v) {
   return "";
 }
 
+std::string check_arguments(OpType op, const TensorView& v, const std::vector<int32_t>& splits,
+                            int size) {
+  if (op != OpType::kReducescatter && op != OpType::kAlltoall) return "";
+  const std::string what = op_type_name(op);
+  if (v.shape.empty()) {
+    return what +
+           " needs at least one dimension (it splits dimension 0 among the ranks); "
+           "reshape a scalar to [1]";
+  }
+  if (v.device != kCpuDevice) {
+    return what + " runs on host memory only, and this tensor is on CUDA device " +
+           std::to_string(v.device) + ": move it to the CPU";
+  }
+  if (op != OpType::kAlltoall) return "";
+  const int64_t dim0 = v.shape[0];
+  if (splits.empty()) {
+    if (dim0 % size == 0) return "";
+    return "alltoall without splits divides dimension 0 evenly among the ranks, and " +
+           std::to_string(dim0) + " rows do not divide among " + std::to_string(size) +
+           " ranks: pass splits";
+  }
+  if (splits.size() != static_cast<size_t>(size)) {
+    return "alltoall has " + std::to_string(splits.size()) + " splits for " + std::to_string(size) +
+           " ranks (one per rank, or none for an equal split)";
+  }
+  int64_t sum = 0;
+  for (size_t r = 0; r < splits.size(); ++r) {
+    if (splits[r] < 0) {
+      return "alltoall split for rank " + std::to_string(r) + " is negative (" +
+             std::to_string(splits[r]) + ")";
+    }
+    sum += splits[r];
+  }
+  if (sum > dim0) {
+    return "alltoall splits sum to " + std::to_string(sum) + " rows, more than dimension 0 (" +
+           std::to_string(dim0) + ")";
+  }
+  return "";
+}
+
 int64_t request_bytes(const Request& q) {
   int64_t n = 1;
   for (int64_t d : q.shape) n *= d;
@@ -105,20 +151,28 @@ std::string validate_requests(const std::vector<Request>& by_rank) {
         by_rank, "device", [](const Request& q) { return q.device == kCpuDevice; },
         [](bool cpu) { return cpu ? "cpu" : "gpu"; }, &d);
   }
-  if (d.empty() && first.op == OpType::kAllreduce) {
+  if (d.empty()) {
+    describe_difference(
+        by_rank, "group", [](const Request& q) { return std::make_pair(q.group, q.group_size); },
+        group_text, &d);
+  }
+  const bool reduces = first.op == OpType::kAllreduce || first.op == OpType::kReducescatter;
+  if (d.empty() && reduces) {
     describe_difference(
         by_rank, "reduction", [](const Request& q) { return q.reduce_op; }, reduce_op_name, &d);
   }
-  if (d.empty() && (first.op == OpType::kAllreduce || first.op == OpType::kBroadcast)) {
+  if (d.empty() && (reduces || first.op == OpType::kBroadcast)) {
     describe_difference(
         by_rank, "shape", [](const Request& q) -> const std::vector<int64_t>& { return q.shape; },
         shape_text, &d);
   }
-  if (d.empty() && first.op == OpType::kAllgather) {
+  if (d.empty() && (first.op == OpType::kAllgather || first.op == OpType::kAlltoall)) {
     describe_difference(
         by_rank, "number of dimensions", [](const Request& q) { return q.shape.size(); },
         number_str, &d);
-    if (d.empty() && first.shape.empty()) d = "allgather needs at least one dimension";
+    if (d.empty() && first.shape.empty()) {
+      d = std::string(op_type_name(first.op)) + " needs at least one dimension";
+    }
     if (d.empty()) {
       describe_difference(
           by_rank, "shape after the first dimension",

@@ -18,6 +18,13 @@ std::string shape_text(const std::vector<int64_t>& shape);
 // device is checked elsewhere (whether this build and host have a GPU backend).
 std::string check_tensor_view(const TensorView& view);
 
+// The call's own arguments for operations that split dimension 0 (reducescatter, alltoall):
+// at least one dimension, host memory, and for alltoall `splits` that fit `size` ranks and the
+// tensor (empty: an equal split, so dimension 0 must divide); "" when fine. Problems here are
+// the caller's (Status::InvalidArgument).
+std::string check_arguments(OpType op, const TensorView& view, const std::vector<int32_t>& splits,
+                            int size);
+
 // Checks that every rank's request for one tensor agrees. Returns "" or a message naming the
 // tensor, the field that differs and each rank's value.
 std::string validate_requests(const std::vector<Request>& by_rank);

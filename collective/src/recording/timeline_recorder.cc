@@ -24,6 +24,10 @@ Phase op_phase(OpType op) {
       return Phase::kBroadcast;
     case OpType::kBarrier:
       return Phase::kBarrier;
+    case OpType::kReducescatter:
+      return Phase::kReducescatter;
+    case OpType::kAlltoall:
+      return Phase::kAlltoall;
     default:
       return Phase::kAllreduce;
   }
@@ -37,6 +41,10 @@ Phase negotiate_phase(OpType op) {
       return Phase::kNegotiateBroadcast;
     case OpType::kBarrier:
       return Phase::kNegotiateBarrier;
+    case OpType::kReducescatter:
+      return Phase::kNegotiateReducescatter;
+    case OpType::kAlltoall:
+      return Phase::kNegotiateAlltoall;
     default:
       return Phase::kNegotiateAllreduce;
   }

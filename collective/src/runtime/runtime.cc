@@ -123,10 +123,24 @@ timeline::RunMetadata Runtime::run_metadata(bool mark_cycles) const {
 Handle Runtime::submit(OpType op, const TensorView& view, const std::string& name,
                        ReduceOp reduce_op, int root, std::string argument, uint8_t flags) {
   std::string local_error;
-  auto entry = make_entry(
-      op, view, name, reduce_op, root, std::move(argument), flags,
-      [this](int device) { return world_->check_device(device); }, &local_error);
+  auto entry = make_entry(op, view, name, reduce_op, root, std::move(argument), flags,
+                          check_device_, &local_error, {}, size());
   return queue_.submit(std::move(entry), local_error, clock_);
+}
+
+Handle Runtime::submit_alltoall(const TensorView& view, std::vector<int32_t> splits,
+                                const std::string& name) {
+  std::string local_error;
+  auto entry = make_entry(OpType::kAlltoall, view, name, ReduceOp::kSum, 0, {}, 0, check_device_,
+                          &local_error, std::move(splits), size());
+  return queue_.submit(std::move(entry), local_error, clock_);
+}
+
+std::vector<Handle> Runtime::submit_group(OpType op, const std::vector<TensorView>& views,
+                                          const std::string& name, ReduceOp reduce_op) {
+  std::string local_error;
+  auto entries = make_group(op, views, name, reduce_op, check_device_, size(), &local_error);
+  return queue_.submit(std::move(entries), local_error, clock_);
 }
 
 void Runtime::shutdown(const std::string& why) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,13 @@ class Runtime {
   Handle submit(OpType op, const TensorView& view, const std::string& name,
                 ReduceOp reduce_op = ReduceOp::kSum, int root = 0, std::string argument = {},
                 uint8_t flags = 0);
+  // An alltoall sending splits[r] rows to rank r (empty: an equal split).
+  Handle submit_alltoall(const TensorView& view, std::vector<int32_t> splits,
+                         const std::string& name);
+  // A group (allreduce, allgather or reducescatter; see ranktime.h): tensor i is named
+  // `name_<i+1>of<n>`; queued all together or not at all.
+  std::vector<Handle> submit_group(OpType op, const std::vector<TensorView>& views,
+                                   const std::string& name, ReduceOp reduce_op = ReduceOp::kSum);
 
   // Announces shutdown to every rank (with `why`, e.g. "called shutdown()") and waits for the
   // background thread to finish.
@@ -122,6 +130,10 @@ class Runtime {
   Config config_;
   Clock clock_;
   std::unique_ptr<World> world_;
+  // Why a device tensor cannot run here ("" when it can): the world's answer.
+  const std::function<std::string(int)> check_device_ = [this](int device) {
+    return world_->check_device(device);
+  };
   ControlChannel* channel_;
   Placement placement_;
   int64_t start_ns_ = 0;

@@ -10,7 +10,8 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
                                         ReduceOp reduce_op, int root, std::string argument,
                                         uint8_t flags,
                                         const std::function<std::string(int)>& check_device,
-                                        std::string* local_error) {
+                                        std::string* local_error, std::vector<int32_t> splits,
+                                        int size) {
   auto entry = std::make_unique<TensorEntry>();
   entry->handle = std::make_shared<detail::HandleState>();
   entry->view = view;
@@ -24,13 +25,22 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
   q.shape = view.shape;
   q.flags = flags;
   q.argument = std::move(argument);
-  if (op == OpType::kAllreduce || op == OpType::kAllgather || op == OpType::kBroadcast) {
+  if (op == OpType::kAllreduce || op == OpType::kAllgather || op == OpType::kBroadcast ||
+      op == OpType::kReducescatter || op == OpType::kAlltoall) {
     q.error = check_tensor_view(view);
+    if (q.error.empty()) {
+      q.error = check_arguments(op, view, splits, size);
+      entry->invalid_argument = !q.error.empty();
+    }
     if (q.error.empty() && view.device != kCpuDevice) q.error = check_device(view.device);
     // NCCL has no 16-bit integer type.
     if (q.error.empty() && view.device != kCpuDevice && view.dtype == DataType::kInt16)
       q.error = "int16 tensors are supported in host memory only, not on CUDA devices";
   }
+  if (op == OpType::kAlltoall && splits.empty() && q.error.empty()) {
+    splits.assign(size, static_cast<int32_t>(view.shape[0] / size));
+  }
+  entry->splits = std::move(splits);
   // A request must always fit the wire format, even a bad one: its error travels to rank 0.
   if (q.shape.size() > kMaxDims) q.shape.resize(kMaxDims);
   if (static_cast<int>(reduce_op) >= kNumReduceOps) {
@@ -51,34 +61,67 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
   return entry;
 }
 
+std::vector<std::unique_ptr<TensorEntry>> make_group(
+    OpType op, const std::vector<TensorView>& views, const std::string& name, ReduceOp reduce_op,
+    const std::function<std::string(int)>& check_device, int size, std::string* local_error) {
+  std::vector<std::unique_ptr<TensorEntry>> entries;
+  const std::string of = "of" + std::to_string(views.size());
+  for (size_t i = 0; i < views.size(); ++i) {
+    auto entry = make_entry(op, views[i], name + "_" + std::to_string(i + 1) + of, reduce_op, 0, {},
+                            0, check_device, local_error, {}, size);
+    entry->request.group = name;
+    entry->request.group_size = static_cast<uint32_t>(views.size());
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 Handle SubmissionQueue::submit(std::unique_ptr<TensorEntry> entry, const std::string& local_error,
                                const Clock& clock) {
-  std::shared_ptr<detail::HandleState> state = entry->handle;
-  const std::string& name = entry->request.name;
+  std::vector<std::unique_ptr<TensorEntry>> one;
+  one.push_back(std::move(entry));
+  return submit(std::move(one), local_error, clock).front();
+}
+
+std::vector<Handle> SubmissionQueue::submit(std::vector<std::unique_ptr<TensorEntry>> entries,
+                                            const std::string& local_error, const Clock& clock) {
+  std::vector<Handle> handles;
   std::string error = local_error;
   bool name_in_flight = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopped_) {
-      error = stop_reason_ + "; tensor '" + name + "' was not submitted";
-    } else if (error.empty() && names_in_flight_.count(name)) {
-      name_in_flight = true;
-      error = "tensor '" + name +
-              "' was submitted twice while in flight: wait for the first "
-              "operation to complete before reusing its name";
+    for (const auto& entry : entries) {
+      const std::string& name = entry->request.name;
+      if (stopped_) {
+        error = stop_reason_ + "; tensor '" + name + "' was not submitted";
+      } else if (error.empty() && names_in_flight_.count(name)) {
+        name_in_flight = true;
+        error = "tensor '" + name +
+                "' was submitted twice while in flight: wait for the first "
+                "operation to complete before reusing its name";
+      }
+      if (!error.empty()) break;
     }
-    if (error.empty()) {
-      entry->request.ready_ns = clock.now_ns();
-      names_in_flight_.emplace(name, state);
+    const int64_t now = clock.now_ns();
+    for (auto& entry : entries) {
+      handles.emplace_back(entry->handle);
+      if (!error.empty()) continue;
+      if (entry->invalid_argument) {  // before the loop can see it: its status is this one
+        entry->handle->complete(Status::InvalidArgument("tensor '" + entry->request.name +
+                                                        "': " + entry->request.error));
+      }
+      entry->request.ready_ns = now;
+      names_in_flight_.emplace(entry->request.name, entry->handle);
       submitted_.push_back(std::move(entry));
     }
   }
   if (!error.empty()) {
-    state->complete(name_in_flight ? Status::NameInFlight(error) : Status::Error(error));
-  } else {
-    cv_.notify_one();
+    for (auto& entry : entries)
+      entry->handle->complete(name_in_flight ? Status::NameInFlight(error) : Status::Error(error));
+    return handles;
   }
-  return Handle(state);
+  cv_.notify_one();
+  return handles;
 }
 
 void SubmissionQueue::request_shutdown(const std::string& why) {

@@ -19,20 +19,34 @@
 namespace ranktime {
 
 // A submission as a queue entry. Problems with the tensor go into request.error (they travel to
-// rank 0, which fails the tensor on every rank); problems that make the request unsendable
-// (name, argument) into *local_error. `check_device` says why a device tensor cannot run here.
+// rank 0, which fails the tensor on every rank; entry->invalid_argument when they are about the
+// call's own arguments); problems that make the request unsendable (name, argument) into
+// *local_error. `check_device` says why a device tensor cannot run here. `splits`: alltoall's,
+// checked against `size` ranks (empty: an equal split, filled in here).
 std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const std::string& name,
                                         ReduceOp reduce_op, int root, std::string argument,
                                         uint8_t flags,
                                         const std::function<std::string(int)>& check_device,
-                                        std::string* local_error);
+                                        std::string* local_error, std::vector<int32_t> splits = {},
+                                        int size = 1);
+
+// A group's entries (make_entry for each view): tensor i named `name_<i+1>of<n>`, each request
+// carrying the group's name and size.
+std::vector<std::unique_ptr<TensorEntry>> make_group(
+    OpType op, const std::vector<TensorView>& views, const std::string& name, ReduceOp reduce_op,
+    const std::function<std::string(int)>& check_device, int size, std::string* local_error);
 
 class SubmissionQueue {
  public:
   // User threads. Queues `entry`, stamping its ready time from `clock`, or completes its handle
-  // at once: with `local_error`, when the runtime has stopped, or when its name is in flight.
+  // at once: with `local_error`, when the runtime has stopped, or when its name is in flight. An
+  // entry with an invalid argument is queued (its error must reach the other ranks) and its
+  // handle completes at once.
   Handle submit(std::unique_ptr<TensorEntry> entry, const std::string& local_error,
                 const Clock& clock);
+  // The same for a group's entries, all or nothing: all are queued, with one ready time, or none.
+  std::vector<Handle> submit(std::vector<std::unique_ptr<TensorEntry>> entries,
+                             const std::string& local_error, const Clock& clock);
   // Asks the background thread to shut down; the first reason stands, a fatal signal's wins.
   void request_shutdown(const std::string& why);
   // Set when a fatal signal arrived: the reason any shutdown then gives.

@@ -140,7 +140,8 @@ double bus_bandwidth_factor(const std::string& op, int ranks) {
   if (ranks <= 0) return 0;
   double n = ranks;
   if (op == "ALLREDUCE") return 2.0 * (n - 1) / n;
-  if (op == "ALLGATHER") return (n - 1) / n;
+  // Reducescatter's and alltoall's bytes are a rank's input, of which (n-1)/n leave it.
+  if (op == "ALLGATHER" || op == "REDUCESCATTER" || op == "ALLTOALL") return (n - 1) / n;
   if (op == "BROADCAST") return 1.0;
   return 0;
 }

@@ -388,7 +388,8 @@ void TraceChecker::on_negotiate_event(const TraceEvent& e, ThreadState& thread) 
     if (negotiation_operation(e.name).empty()) {
       violation(e, "unknown slice " + in_quotes(e.name) + " on the negotiate thread of " +
                        where(e) +
-                       " (expected NEGOTIATE_ALLREDUCE, _ALLGATHER, _BROADCAST or _BARRIER)");
+                       " (expected NEGOTIATE_ALLREDUCE, _ALLGATHER, _BROADCAST, _BARRIER, "
+                       "_REDUCESCATTER or _ALLTOALL)");
     } else {
       frame.kind = FrameKind::kNegotiation;
       if (!thread.stack.empty()) {
@@ -542,7 +543,8 @@ void TraceChecker::on_rank_event(const TraceEvent& e, ThreadState& thread) {
                          " is outside an operation slice");
       } else {
         violation(e, "unknown slice " + in_quotes(e.name) + " on " + where(e) +
-                         " (expected ALLREDUCE, ALLGATHER, BROADCAST or BARRIER)");
+                         " (expected ALLREDUCE, ALLGATHER, BROADCAST, BARRIER, "
+                         "REDUCESCATTER or ALLTOALL)");
       }
     } else if (thread.stack.back().kind == FrameKind::kOperation) {
       if (is_subphase_name(e.name)) {

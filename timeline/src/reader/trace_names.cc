@@ -9,10 +9,11 @@ namespace ranktime::timeline {
 namespace {
 
 // The names themselves come from phase_name(), the writer's single list.
-constexpr std::array<Phase, 4> kOperations = {Phase::kAllreduce, Phase::kAllgather,
-                                              Phase::kBroadcast, Phase::kBarrier};
+constexpr std::array<Phase, 6> kOperations = {Phase::kAllreduce,     Phase::kAllgather,
+                                              Phase::kBroadcast,     Phase::kBarrier,
+                                              Phase::kReducescatter, Phase::kAlltoall};
 // In execution order (hierarchical stages included): the order tables list them in.
-constexpr std::array<Phase, 16> kSubphases = {
+constexpr std::array<Phase, 18> kSubphases = {
     Phase::kQueue,
     Phase::kWaitForData,
     Phase::kWaitForOtherTensorData,
@@ -24,6 +25,8 @@ constexpr std::array<Phase, 16> kSubphases = {
     Phase::kMpiAllreduce,
     Phase::kMpiAllgather,
     Phase::kMpiBcast,
+    Phase::kMpiReducescatter,
+    Phase::kMpiAlltoall,
     Phase::kNcclAllreduce,
     Phase::kNcclAllgather,
     Phase::kNcclBcast,

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/mpi/outcome.h"
+#include "core/rows.h"
 
 namespace ranktime {
 namespace {
@@ -126,41 +127,34 @@ int MpiBackend::in_chunks(void* data, int64_t n, size_t elem, Call call) const {
   return MPI_SUCCESS;
 }
 
-int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log) {
-  MPI_Datatype type;
-  MPI_Op mpi_op = standard_op(op);
+MpiBackend::Reduction MpiBackend::reduction(DataType dtype, ReduceOp op) const {
   switch (dtype) {
     case DataType::kUInt8:
-      type = MPI_UINT8_T;
-      break;
+      return {MPI_UINT8_T, standard_op(op)};
     case DataType::kInt8:
-      type = MPI_INT8_T;
-      break;
+      return {MPI_INT8_T, standard_op(op)};
     case DataType::kInt16:
-      type = MPI_INT16_T;
-      break;
+      return {MPI_INT16_T, standard_op(op)};
     case DataType::kInt32:
-      type = MPI_INT32_T;
-      break;
+      return {MPI_INT32_T, standard_op(op)};
     case DataType::kInt64:
-      type = MPI_INT64_T;
-      break;
+      return {MPI_INT64_T, standard_op(op)};
     case DataType::kFloat32:
-      type = MPI_FLOAT;
-      break;
+      return {MPI_FLOAT, standard_op(op)};
     case DataType::kFloat64:
-      type = MPI_DOUBLE;
-      break;
+      return {MPI_DOUBLE, standard_op(op)};
     case DataType::kFloat16:
-      type = half_type_;
-      mpi_op = half_ops_[0][static_cast<int>(op)];
-      break;
+      return {half_type_, half_ops_[0][static_cast<int>(op)]};
     case DataType::kBFloat16:
     default:
-      type = bfloat16_type_;
-      mpi_op = half_ops_[1][static_cast<int>(op)];
-      break;
+      return {bfloat16_type_, half_ops_[1][static_cast<int>(op)]};
   }
+}
+
+int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log) {
+  const Reduction reduce = reduction(dtype, op);
+  const MPI_Datatype type = reduce.type;  // (lambdas below capture these)
+  const MPI_Op mpi_op = reduce.op;
   const size_t elem = dtype_size(dtype);
   const bool average = op == ReduceOp::kAverage;
   auto allreduce_over = [&](MPI_Comm comm) {
@@ -215,9 +209,13 @@ Status MpiBackend::execute(const Response& response, const std::vector<TensorEnt
     case OpType::kAllreduce:
       return allreduce(response, entries, log);
     case OpType::kAllgather:
-      return allgather(response, entries.at(0), log);
+      return allgather(response, entries, log);
     case OpType::kBroadcast:
       return broadcast(response, entries, log);
+    case OpType::kReducescatter:
+      return reducescatter(response, entries, log);
+    case OpType::kAlltoall:
+      return alltoall(response, entries.at(0), log);
     default:
       return Status::Ok();  // barrier and timeline control move no data
   }
@@ -248,14 +246,20 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
   return Status::Ok();
 }
 
-Status MpiBackend::allgather(const Response& response, TensorEntry* entry, PhaseLog* log) {
-  const TensorView& v = entry->view;
-  int64_t row_bytes = static_cast<int64_t>(dtype_size(v.dtype));
-  for (size_t d = 1; d < v.shape.size(); ++d) row_bytes *= v.shape[d];
+Status MpiBackend::allgather(const Response& response, const std::vector<TensorEntry*>& entries,
+                             PhaseLog* log) {
+  // Rank r's block holds its rows of every tensor, in response order: first_dims[t * size + r].
   std::vector<int> counts(size_), displs(size_);
-  int64_t total_rows = 0, offset = 0;
+  std::vector<int64_t> rows(entries.size(), 0);
+  int64_t offset = 0;
   for (int r = 0; r < size_; ++r) {
-    int64_t bytes = response.first_dims.at(r) * row_bytes;
+    int64_t bytes = 0;
+    for (size_t t = 0; t < entries.size(); ++t) {
+      const TensorView& v = entries[t]->view;
+      const int64_t dim0 = response.first_dims.at(t * size_ + r);
+      bytes += dim0 * row_elements(v.shape) * static_cast<int64_t>(dtype_size(v.dtype));
+      rows[t] += dim0;
+    }
     if (bytes > INT_MAX || offset > INT_MAX) {
       return Status::Error(
           "tensor '" + response.names[0] +
@@ -264,17 +268,163 @@ Status MpiBackend::allgather(const Response& response, TensorEntry* entry, Phase
     counts[r] = static_cast<int>(bytes);
     displs[r] = static_cast<int>(offset);
     offset += bytes;
-    total_rows += response.first_dims[r];
+  }
+  for (size_t t = 0; t < entries.size(); ++t) {
+    auto& state = *entries[t]->handle;
+    state.output_shape = entries[t]->view.shape;
+    state.output_shape[0] = rows[t];
+    state.output.resize(static_cast<size_t>(rows[t] * row_elements(state.output_shape)) *
+                        dtype_size(entries[t]->view.dtype));
+  }
+  if (entries.size() == 1) {
+    const int64_t t0 = clock_->now_ns();
+    int rc = MPI_Allgatherv(entries[0]->view.data, counts[rank_], MPI_BYTE,
+                            entries[0]->handle->output.data(), counts.data(), displs.data(),
+                            MPI_BYTE, comm_);
+    log->add(Phase::kMpiAllgather, t0, clock_->now_ns());
+    return mpi_status(rc, "MPI_Allgatherv", response);
+  }
+  // Fused (a group): this rank's tensors back to back, then every rank's blocks after them.
+  const int64_t t0 = clock_->now_ns();
+  uint8_t* mine = fusion_buffer(static_cast<size_t>(counts[rank_] + offset));
+  uint8_t* gathered = mine + counts[rank_];
+  pack(entries, mine);
+  const int64_t t1 = clock_->now_ns();
+  log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
+  int rc = MPI_Allgatherv(mine, counts[rank_], MPI_BYTE, gathered, counts.data(), displs.data(),
+                          MPI_BYTE, comm_);
+  const int64_t t2 = clock_->now_ns();
+  log->add(Phase::kMpiAllgather, t1, t2);
+  if (rc != MPI_SUCCESS) return mpi_status(rc, "MPI_Allgatherv", response);
+  std::vector<size_t> written(entries.size(), 0);
+  const uint8_t* from = gathered;
+  for (int r = 0; r < size_; ++r) {
+    for (size_t t = 0; t < entries.size(); ++t) {
+      const TensorView& v = entries[t]->view;
+      const auto bytes =
+          static_cast<size_t>(response.first_dims[t * size_ + r] * row_elements(v.shape)) *
+          dtype_size(v.dtype);
+      if (bytes) std::memcpy(entries[t]->handle->output.data() + written[t], from, bytes);
+      written[t] += bytes;
+      from += bytes;
+    }
+  }
+  log->add(Phase::kMemcpyOutFusionBuffer, t2, clock_->now_ns());
+  return Status::Ok();
+}
+
+Status MpiBackend::reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
+                                 PhaseLog* log) {
+  // Rank r receives its rows (scatter_rows) of every tensor, in response order: counts[r].
+  const DataType dtype = response.dtype;
+  const size_t elem = dtype_size(dtype);
+  std::vector<int> counts(size_);
+  for (int r = 0; r < size_; ++r) {
+    int64_t n = 0;
+    for (const TensorEntry* e : entries)
+      n += scatter_rows(e->view.shape[0], size_, r) * row_elements(e->view.shape);
+    if (n > INT_MAX) {
+      return Status::Error("tensor '" + response.names[0] + "': rank " + std::to_string(r) +
+                           "'s part of the reducescatter holds more than 2^31 elements, which "
+                           "MPI_Reduce_scatter cannot count");
+    }
+    counts[r] = static_cast<int>(n);
+  }
+  for (TensorEntry* e : entries) {
+    auto& state = *e->handle;
+    state.output_shape = e->view.shape;
+    state.output_shape[0] = scatter_rows(e->view.shape[0], size_, rank_);
+    state.output.resize(static_cast<size_t>(state.output_shape[0] * row_elements(e->view.shape)) *
+                        elem);
+  }
+  const Reduction reduce = reduction(dtype, response.reduce_op);
+  const bool average = response.reduce_op == ReduceOp::kAverage;
+  const char* what = "MPI_Reduce_scatter";
+  if (entries.size() == 1) {
+    auto& output = entries[0]->handle->output;
+    const int64_t t0 = clock_->now_ns();
+    int rc = MPI_Reduce_scatter(entries[0]->view.data, output.data(), counts.data(), reduce.type,
+                                reduce.op, comm_);
+    if (rc == MPI_SUCCESS && average) divide_in_place(output.data(), counts[rank_], dtype, size_);
+    log->add(Phase::kMpiReducescatter, t0, clock_->now_ns());
+    return mpi_status(rc, what, response);
+  }
+  // Fused: the buffer holds rank 0's rows of every tensor, then rank 1's, ...; reduced in place,
+  // this rank's part ends up at its start.
+  const int64_t t0 = clock_->now_ns();
+  uint8_t* buffer = fusion_buffer(fused_bytes(entries));
+  uint8_t* to = buffer;
+  for (int r = 0; r < size_; ++r) {
+    for (const TensorEntry* e : entries) {
+      const int64_t dim0 = e->view.shape[0];
+      const auto row_bytes = static_cast<size_t>(row_elements(e->view.shape)) * elem;
+      const auto bytes = static_cast<size_t>(scatter_rows(dim0, size_, r)) * row_bytes;
+      const auto* from = static_cast<const uint8_t*>(e->view.data) +
+                         static_cast<size_t>(scatter_first_row(dim0, size_, r)) * row_bytes;
+      if (bytes) std::memcpy(to, from, bytes);
+      to += bytes;
+    }
+  }
+  const int64_t t1 = clock_->now_ns();
+  log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
+  int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buffer, counts.data(), reduce.type, reduce.op, comm_);
+  if (rc == MPI_SUCCESS && average) divide_in_place(buffer, counts[rank_], dtype, size_);
+  const int64_t t2 = clock_->now_ns();
+  log->add(Phase::kMpiReducescatter, t1, t2);
+  if (rc != MPI_SUCCESS) return mpi_status(rc, what, response);
+  const uint8_t* from = buffer;
+  for (TensorEntry* e : entries) {
+    auto& output = e->handle->output;
+    if (!output.empty()) std::memcpy(output.data(), from, output.size());
+    from += output.size();
+  }
+  log->add(Phase::kMemcpyOutFusionBuffer, t2, clock_->now_ns());
+  return Status::Ok();
+}
+
+Status MpiBackend::alltoall(const Response& response, TensorEntry* entry, PhaseLog* log) {
+  const TensorView& v = entry->view;
+  const int64_t row_bytes = row_elements(v.shape) * static_cast<int64_t>(dtype_size(v.dtype));
+  const int64_t t0 = clock_->now_ns();
+  // Every rank learns how many rows each other rank sends it.
+  std::vector<int32_t> received(size_);
+  int rc =
+      MPI_Alltoall(entry->splits.data(), 1, MPI_INT32_T, received.data(), 1, MPI_INT32_T, comm_);
+  if (rc != MPI_SUCCESS) return mpi_status(rc, "MPI_Alltoall", response);
+  std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
+  auto lay_out = [&](const std::vector<int32_t>& rows, std::vector<int>* counts,
+                     std::vector<int>* displs) {
+    int64_t offset = 0;
+    for (int r = 0; r < size_; ++r) {
+      const int64_t bytes = rows[r] * row_bytes;
+      if (bytes > INT_MAX || offset > INT_MAX) return false;
+      (*counts)[r] = static_cast<int>(bytes);
+      (*displs)[r] = static_cast<int>(offset);
+      offset += bytes;
+    }
+    return true;
+  };
+  // Byte counts and offsets must fit MPI's int on every rank: all ranks agree before moving data.
+  int fits = lay_out(entry->splits, &send_counts, &send_displs) &&
+             lay_out(received, &recv_counts, &recv_displs);
+  rc = MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, comm_);
+  if (rc != MPI_SUCCESS) return mpi_status(rc, "MPI_Allreduce", response);
+  if (!fits) {
+    log->add(Phase::kMpiAlltoall, t0, clock_->now_ns());
+    return Status::Error("tensor '" + response.names[0] +
+                         "': an alltoall part exceeds 2 GiB on some rank, which MPI_Alltoallv "
+                         "cannot address");
   }
   auto& state = *entry->handle;
-  state.output.resize(static_cast<size_t>(offset));
+  state.received_splits = received;
   state.output_shape = v.shape;
-  state.output_shape[0] = total_rows;
-  int64_t t0 = clock_->now_ns();
-  int rc = MPI_Allgatherv(v.data, counts[rank_], MPI_BYTE, state.output.data(), counts.data(),
-                          displs.data(), MPI_BYTE, comm_);
-  log->add(Phase::kMpiAllgather, t0, clock_->now_ns());
-  return mpi_status(rc, "MPI_Allgatherv", response);
+  state.output_shape[0] = 0;
+  for (int32_t rows : received) state.output_shape[0] += rows;
+  state.output.resize(static_cast<size_t>(state.output_shape[0] * row_bytes));
+  rc = MPI_Alltoallv(v.data, send_counts.data(), send_displs.data(), MPI_BYTE, state.output.data(),
+                     recv_counts.data(), recv_displs.data(), MPI_BYTE, comm_);
+  log->add(Phase::kMpiAlltoall, t0, clock_->now_ns());
+  return mpi_status(rc, "MPI_Alltoallv", response);
 }
 
 Status MpiBackend::broadcast(const Response& response, const std::vector<TensorEntry*>& entries,

@@ -1,8 +1,8 @@
 // Executes responses on host memory over MPI: one collective per response, through a persistent
-// fusion buffer when the response holds several tensors, in place when it holds one; allreduces
-// host-aware when asked (reduce inside each host, allreduce among one leader per host, broadcast
-// inside). As a Backend it finishes each response inside enqueue(); the GPU path's staging calls
-// execute() directly.
+// fusion buffer when the response holds several tensors, in place (or straight into the handle's
+// output) when it holds one; allreduces host-aware when asked (reduce inside each host, allreduce
+// among one leader per host, broadcast inside). As a Backend it finishes each response inside
+// enqueue(); the GPU path's staging calls execute() directly.
 #pragma once
 
 #include <mpi.h>
@@ -41,9 +41,19 @@ class MpiBackend final : public InlineBackend {
              PhaseLog* log) override;
   Status allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseLog* log);
-  Status allgather(const Response& response, TensorEntry* entry, PhaseLog* log);
+  Status allgather(const Response& response, const std::vector<TensorEntry*>& entries,
+                   PhaseLog* log);
   Status broadcast(const Response& response, const std::vector<TensorEntry*>& entries,
                    PhaseLog* log);
+  Status reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
+                       PhaseLog* log);
+  Status alltoall(const Response& response, TensorEntry* entry, PhaseLog* log);
+  // The MPI datatype and reduction for `dtype` and `op` (the 16-bit floats: ours).
+  struct Reduction {
+    MPI_Datatype type;
+    MPI_Op op;
+  };
+  Reduction reduction(DataType dtype, ReduceOp op) const;
   // In-place allreduce of n elements (averaged when op is kAverage), in calls of at most
   // chunk_bytes_ (and of counts MPI's int can address), recording its MPI sub-phases.
   int reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log);

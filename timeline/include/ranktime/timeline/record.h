@@ -38,6 +38,12 @@ enum class Phase : uint8_t {
   kMemcpyInHostBuffer,
   kMemcpyOutHostBuffer,
   kMpiReduce,  // host-aware allreduce: the reduction inside a host
+  kReducescatter,
+  kAlltoall,
+  kNegotiateReducescatter,
+  kNegotiateAlltoall,
+  kMpiReducescatter,
+  kMpiAlltoall,  // the exchange of row counts and the data itself
   kCount
 };
 

@@ -1,0 +1,213 @@
+// Reducescatter, alltoall and the grouped operations on real ranks over MPI, exact against the
+// reference of reference.h: every dtype and reduction, even and uneven splits of dimension 0,
+// fused (many reducescatters in flight; groups, fused whatever the threshold) and alone; a wrong
+// call failing at once on its rank and at wait() on the others; a group failing as a whole.
+// ctest runs it at 2, 3 and 4 ranks and with several fusion thresholds.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ranktime/ranktime.h"
+#include "reference.h"
+
+namespace {
+
+using ranktime::DataType;
+using ranktime::ReduceOp;
+using namespace ranktime_test;
+
+// Reducescatter's split (Horovod's): dim0 / size rows each, the first dim0 % size ranks one more.
+int64_t rows_of(int64_t dim0, int size, int r) { return dim0 / size + (r < dim0 % size ? 1 : 0); }
+int64_t first_row_of(int64_t dim0, int size, int r) {
+  return r * (dim0 / size) + std::min<int64_t>(r, dim0 % size);
+}
+
+Buffer output_of(const ranktime::Handle& h, DataType dtype) {
+  Buffer out(dtype, static_cast<int64_t>(h.output().size() / ranktime::dtype_size(dtype)));
+  if (!h.output().empty()) std::memcpy(out.data(), h.output().data(), h.output().size());
+  return out;
+}
+
+TEST(Reducescatter, EveryDtypeReductionAndSplitInFlightTogether) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  constexpr int64_t kCols = 5;
+  struct Item {
+    DataType dtype;
+    ReduceOp op;
+    int64_t rows;
+    Buffer in;
+    ranktime::Handle handle;
+  };
+  std::vector<Item> items;
+  for (DataType dtype : kAllTypes) {
+    for (ReduceOp op : kAllOps) {
+      for (int64_t rows : {int64_t{3} * size, int64_t{3} * size + 2, int64_t{1}}) {
+        items.push_back({dtype, op, rows, Buffer(dtype, rows * kCols), {}});
+      }
+    }
+  }
+  for (Item& it : items) {
+    for (int64_t i = 0; i < it.in.size(); ++i) it.in.set(i, input(it.op, rank, i));
+    it.handle = ranktime::reducescatter_async(
+        {it.in.data(), it.dtype, {it.rows, kCols}},
+        "rs." + label(it.dtype, it.op) + "." + std::to_string(it.rows), it.op);
+  }
+  for (Item& it : items) {
+    const std::string what = label(it.dtype, it.op) + " rows " + std::to_string(it.rows);
+    ranktime::Status s = it.handle.wait();
+    ASSERT_TRUE(s.ok()) << what << ": " << s.message();
+    const int64_t mine = rows_of(it.rows, size, rank);
+    ASSERT_EQ(it.handle.output_shape(), (std::vector<int64_t>{mine, kCols})) << what;
+    Buffer out = output_of(it.handle, it.dtype);
+    ASSERT_EQ(out.size(), mine * kCols) << what;
+    const int64_t first = first_row_of(it.rows, size, rank) * kCols;
+    for (int64_t k = 0; k < out.size(); ++k) {
+      ASSERT_EQ(out.get(k), expected(it.dtype, it.op, size, first + k)) << what << " @" << k;
+    }
+  }
+}
+
+TEST(Alltoall, UnevenSplitsEveryDtype) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  const auto value = [](int from, int to, int64_t k) {
+    return double((from * 5 + to * 3 + k) % 60);
+  };
+  for (DataType dtype : kAllTypes) {
+    std::vector<int32_t> splits;
+    std::vector<double> send;
+    for (int q = 0; q < size; ++q) {
+      splits.push_back((rank * 2 + q) % 4);  // 0 to 3 rows of 3 columns
+      for (int64_t k = 0; k < splits.back() * 3; ++k) send.push_back(value(rank, q, k));
+    }
+    Buffer in(dtype, static_cast<int64_t>(send.size()));
+    for (size_t i = 0; i < send.size(); ++i) in.set(static_cast<int64_t>(i), send[i]);
+    ranktime::Handle h =
+        ranktime::alltoall_async({in.data(), dtype, {int64_t(send.size() / 3), 3}}, splits,
+                                 std::string("a2a.") + ranktime::dtype_name(dtype));
+    ranktime::Status s = h.wait();
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::vector<int32_t> received;
+    std::vector<double> want;
+    for (int q = 0; q < size; ++q) {
+      received.push_back((q * 2 + rank) % 4);
+      for (int64_t k = 0; k < received.back() * 3; ++k) want.push_back(value(q, rank, k));
+    }
+    EXPECT_EQ(h.received_splits(), received);
+    ASSERT_EQ(h.output_shape(), (std::vector<int64_t>{int64_t(want.size() / 3), 3}));
+    Buffer out = output_of(h, dtype);
+    for (size_t k = 0; k < want.size(); ++k)
+      ASSERT_EQ(out.get(static_cast<int64_t>(k)), want[k]) << ranktime::dtype_name(dtype);
+  }
+}
+
+TEST(Alltoall, WrongSplitsFailAtOnceHereAndAtWaitElsewhere) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  std::vector<float> x(size + 1, 1.0f);
+  // Without splits, size + 1 rows do not divide: every rank's own call is wrong.
+  ranktime::Handle h =
+      ranktime::alltoall_async({x.data(), DataType::kFloat32, {size + 1}}, {}, "a2a.indivisible");
+  ASSERT_TRUE(h.ready());
+  EXPECT_TRUE(h.wait().invalid_argument());
+  EXPECT_NE(h.wait().message().find("do not divide among " + std::to_string(size) + " ranks"),
+            std::string::npos)
+      << h.wait().message();
+  // Only the last rank's splits are too many: the others hear it from rank 0.
+  std::vector<int32_t> splits(rank == size - 1 ? size + 1 : size, 1);
+  ranktime::Status s =
+      ranktime::alltoall_async({x.data(), DataType::kFloat32, {size + 1}}, splits, "a2a.count")
+          .wait();
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.invalid_argument(), rank == size - 1);
+  EXPECT_NE(
+      s.message().find(std::to_string(size + 1) + " splits for " + std::to_string(size) + " ranks"),
+      std::string::npos)
+      << s.message();
+  ASSERT_TRUE(ranktime::barrier().ok());  // both names free again on every rank after this
+}
+
+// Every group operation, every dtype and reduction, with a second dtype in each group: a group
+// runs as one fused collective per dtype whatever the fusion threshold (ctest varies it).
+TEST(Groups, AllreduceAllgatherReducescatterExactForEveryDtypeAndReduction) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  constexpr int kTensors = 4;
+  for (DataType main : kAllTypes) {
+    const DataType other = main == DataType::kFloat16 ? DataType::kInt32 : DataType::kFloat16;
+    const auto dtype_of = [&](int t) { return t % 2 ? other : main; };
+    for (ReduceOp op : kAllOps) {
+      std::vector<Buffer> sums, scatters, gathers;
+      for (int t = 0; t < kTensors; ++t) {
+        const int64_t n = 2 * size + t;
+        sums.emplace_back(dtype_of(t), n);
+        scatters.emplace_back(dtype_of(t), n);
+        gathers.emplace_back(dtype_of(t), rank + t);
+        for (int64_t i = 0; i < n; ++i) {
+          sums.back().set(i, input(op, rank, i));
+          scatters.back().set(i, input(op, rank, i));
+        }
+        for (int64_t i = 0; i < rank + t; ++i) gathers.back().set(i, rank * 10 + t);
+      }
+      std::vector<ranktime::TensorView> sum_views, scatter_views, gather_views;
+      for (int t = 0; t < kTensors; ++t) {
+        sum_views.push_back({sums[t].data(), dtype_of(t), {sums[t].size()}});
+        scatter_views.push_back({scatters[t].data(), dtype_of(t), {scatters[t].size()}});
+        gather_views.push_back({gathers[t].data(), dtype_of(t), {gathers[t].size()}});
+      }
+      const std::string suffix = label(main, op);
+      auto sum = ranktime::grouped_allreduce_async(sum_views, "g.sum." + suffix, op);
+      auto scatter = ranktime::grouped_reducescatter_async(scatter_views, "g.rs." + suffix, op);
+      auto gather = ranktime::grouped_allgather_async(gather_views, "g.ag." + suffix);
+      for (int t = 0; t < kTensors; ++t) {
+        const DataType dtype = dtype_of(t);
+        const std::string what = suffix + " tensor " + std::to_string(t);
+        ASSERT_TRUE(sum[t].wait().ok()) << what << ": " << sum[t].wait().message();
+        ASSERT_TRUE(scatter[t].wait().ok()) << what << ": " << scatter[t].wait().message();
+        ASSERT_TRUE(gather[t].wait().ok()) << what << ": " << gather[t].wait().message();
+        for (int64_t i = 0; i < sums[t].size(); ++i)
+          ASSERT_EQ(sums[t].get(i), expected(dtype, op, size, i)) << what;
+        Buffer part = output_of(scatter[t], dtype);
+        const int64_t n = scatters[t].size(), first = first_row_of(n, size, rank);
+        ASSERT_EQ(part.size(), rows_of(n, size, rank)) << what;
+        for (int64_t k = 0; k < part.size(); ++k)
+          ASSERT_EQ(part.get(k), expected(dtype, op, size, first + k)) << what;
+        Buffer all = output_of(gather[t], dtype);
+        int64_t at = 0;
+        for (int q = 0; q < size; ++q) {
+          for (int64_t k = 0; k < q + t; ++k) ASSERT_EQ(all.get(at++), q * 10 + t) << what;
+        }
+        ASSERT_EQ(at, all.size()) << what;
+      }
+    }
+  }
+}
+
+TEST(Groups, OneBadTensorFailsTheWholeGroupEverywhere) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  std::vector<float> a(4, 1.0f), b(4, 1.0f);
+  std::vector<double> c(4, 1.0);
+  const DataType c_type = rank == size - 1 ? DataType::kFloat64 : DataType::kFloat32;
+  auto handles =
+      ranktime::grouped_allreduce_async({{a.data(), DataType::kFloat32, {4}},
+                                         {c.data(), c_type, {c_type == DataType::kFloat64 ? 4 : 8}},
+                                         {b.data(), DataType::kFloat32, {4}}},
+                                        "g.bad");
+  for (const ranktime::Handle& h : handles) {
+    ranktime::Status s = h.wait();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("group 'g.bad' failed: tensor 'g.bad_2of3': dtype differs"),
+              std::string::npos)
+        << s.message();
+  }
+  EXPECT_EQ(a[0], 1.0f);
+  EXPECT_EQ(b[0], 1.0f);
+  // The runtime and the names go on.
+  handles = ranktime::grouped_allreduce_async({{a.data(), DataType::kFloat32, {4}},
+                                               {b.data(), DataType::kFloat32, {4}},
+                                               {b.data() + 2, DataType::kFloat32, {2}}},
+                                              "g.bad");
+  for (const ranktime::Handle& h : handles) ASSERT_TRUE(h.wait().ok()) << h.wait().message();
+  EXPECT_EQ(a[3], float(size));
+}
+
+}  // namespace
