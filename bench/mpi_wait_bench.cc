@@ -6,7 +6,6 @@
 // (its CPU per call beyond what the same call took when nobody was late). The three run in turn
 // inside every repetition, so load on a shared machine hits them alike.
 #include <mpi.h>
-#include <sys/prctl.h>
 #include <time.h>
 
 #include <chrono>
@@ -58,7 +57,6 @@ int main(int argc, char** argv) {
 
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);  // as ranktime's background thread sleeps
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   int rank = 0, size = 1;

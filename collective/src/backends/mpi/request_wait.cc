@@ -1,6 +1,8 @@
 // Spin, then sleep, between MPI_Test calls (see request_wait.h).
 #include "backends/mpi/request_wait.h"
 
+#include <sys/prctl.h>
+
 #include <thread>
 
 #include "core/backoff.h"
@@ -14,7 +16,12 @@ int wait_for(MPI_Request* request, std::chrono::nanoseconds spin) {
     const int rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS || done) return rc;
     const auto sleep = backoff.next(std::chrono::steady_clock::now(), Backoff::kBusyCap);
-    if (sleep.count() > 0) std::this_thread::sleep_for(sleep);
+    if (sleep.count() == 0) continue;
+    // Short sleeps must be short: Linux's default 50 us timer slack would dominate them (the
+    // background loop sets the same; the GPU path waits on threads of its own).
+    thread_local const bool precise = prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0;
+    (void)precise;
+    std::this_thread::sleep_for(sleep);
   }
 }
 

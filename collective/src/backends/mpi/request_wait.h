@@ -13,7 +13,8 @@
 namespace ranktime {
 
 // Waits for `request`: MPI_Test without sleeping for `spin` (RANKTIME_SPIN_US), then between
-// sleeps that double from 4 us to 200 us (core/backoff.h). Returns MPI's error code.
+// sleeps that double from 4 us to 200 us (core/backoff.h); the first sleep sets the calling
+// thread's timer slack to 1 us, as the background loop does. Returns MPI's error code.
 int wait_for(MPI_Request* request, std::chrono::nanoseconds spin);
 
 // Returns once every rank of `comm` has called it: an MPI_Ibarrier, waited for as above. A
