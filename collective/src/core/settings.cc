@@ -145,7 +145,8 @@ std::vector<Setting> make_settings() {
           .run_flag("--cycle-time-ms", F::kValue),
       // A peer that is nearly there answers within tens of microseconds; past that, polling
       // only takes the core that a late peer (or the training thread) needs. Where every rank
-      // has cores of its own, a longer spin trades CPU for up to 200 us less latency per wait.
+      // has cores of its own, a longer spin notices a peer arriving within it up to one sleep
+      // (at most 200 us) sooner, for the CPU it spins.
       Setting("RANKTIME_SPIN_US", &Config::spin_us, "30",
               "how long the background thread polls without sleeping for the next message after "
               "progress, or for the other ranks at a collective, before it sleeps between polls")
