@@ -7,11 +7,13 @@ it, plus ranktime with the timeline on. Rounds rotate the variants' order; each 
     PYTHONPATH=build/python build/ranktime run -np 2 -- \\
         /usr/bin/python3 bench/ddp_bench.py --rounds 8
 
-Prints per variant rank 0's median and mean step time over every timed step, then the ratios
-ranktime / gloo and timeline on / off: of the medians, of the means, and the median over rounds
-of each round's ratio (variants that ran minutes apart compare worse on a shared machine than
-variants of the same round). Targets: ranktime / gloo <= 1 (not slower); timeline on / off
-close to 1.
+Prints per variant rank 0's median and mean step time over every timed step, and the CPU time
+every rank's process used per step (all its threads: training, ranktime's or gloo's, summed over
+the ranks), then the ratios ranktime / gloo and timeline on / off: of the medians, of the means,
+the median over rounds of each round's ratio (variants that ran minutes apart compare worse on a
+shared machine than variants of the same round), and of the CPU per step (a wait that polls
+instead of sleeping shows there, and on cores shared with other work it costs step time).
+Targets: ranktime / gloo <= 1 (not slower); timeline on / off close to 1.
 """
 
 import argparse
@@ -59,23 +61,25 @@ class Trainer:
 
 def timed_run(trainer, batches, warmup, timeline_path=None):
     """This rank's step times in milliseconds (the steps wait for each other's gradients, so
-    every rank's are about the same); with the timeline on if a path is given (rank 0 writes
-    it, then deletes it)."""
+    every rank's are about the same) and the CPU seconds its process used meanwhile; with the
+    timeline on if a path is given (rank 0 writes it, then deletes it)."""
     for inputs, labels in batches[:warmup]:
         trainer.step(inputs, labels)
     if timeline_path is not None:
         ranktime.start_timeline(timeline_path)
     dist.barrier()
     times = []
+    cpu_start = time.process_time()
     for inputs, labels in batches[warmup:]:
         start = time.perf_counter()
         trainer.step(inputs, labels)
         times.append(1000.0 * (time.perf_counter() - start))
+    cpu = time.process_time() - cpu_start
     if timeline_path is not None:
         ranktime.stop_timeline()
         if dist.get_rank() == 0:
             os.remove(timeline_path)
-    return times
+    return times, cpu
 
 
 def median(values):
@@ -116,28 +120,38 @@ def main():
         variants = [("gloo", on_gloo, None), ("ranktime", on_ranktime, None),
                     ("ranktime+timeline", on_ranktime, timeline)]
         times = {label: [] for label, _, _ in variants}  # per round: step times
+        cpu = {label: 0.0 for label, _, _ in variants}  # seconds, this rank
         for round_index in range(args.rounds):
             for label, trainer, path in variants[round_index % 3:] + variants[:round_index % 3]:
-                times[label].append(timed_run(trainer, batches, args.warmup, path))
+                steps, seconds = timed_run(trainer, batches, args.warmup, path)
+                times[label].append(steps)
+                cpu[label] += seconds
+        # CPU ms per step, summed over the ranks.
+        summed = torch.tensor([cpu[label] for label, _, _ in variants], dtype=torch.float64)
+        dist.all_reduce(summed, group=gloo)
+        cpu_ms = {label: 1000.0 * summed[i].item() / (args.rounds * args.steps)
+                  for i, (label, _, _) in enumerate(variants)}
         if rank != 0:
             continue
         parameters = sum(p.numel() for p in models[0].parameters())
         print("\nmodel %s: %.2f M parameters" % (model_name, parameters / 1e6))
-        print("  %-18s %9s %9s   %s" % ("variant", "median ms", "mean ms",
-                                        "median step of each round (ms)"))
+        print("  %-18s %9s %9s %9s   %s" % ("variant", "median ms", "mean ms", "CPU ms",
+                                             "median step of each round (ms)"))
         for label, rounds in times.items():
             steps = [t for r in rounds for t in r]
-            print("  %-18s %9.3f %9.3f   %s" % (label, median(steps), statistics.mean(steps),
-                                               " ".join("%.2f" % median(r) for r in rounds)))
+            print("  %-18s %9.3f %9.3f %9.3f   %s"
+                  % (label, median(steps), statistics.mean(steps), cpu_ms[label],
+                     " ".join("%.2f" % median(r) for r in rounds)))
         for name, a, b in (("ranktime / gloo", "ranktime", "gloo"),
                            ("timeline on / off", "ranktime+timeline", "ranktime")):
             steps_a = [t for r in times[a] for t in r]
             steps_b = [t for r in times[b] for t in r]
             paired = [median(x) / median(y) for x, y in zip(times[a], times[b])]
             print("  %-18s %6.3f (median steps), %6.3f (mean steps), %6.3f (median of rounds' "
-                  "ratios)" % (name, median(steps_a) / median(steps_b),
-                               statistics.mean(steps_a) / statistics.mean(steps_b),
-                               median(paired)))
+                  "ratios), %6.3f (CPU per step)"
+                  % (name, median(steps_a) / median(steps_b),
+                     statistics.mean(steps_a) / statistics.mean(steps_b), median(paired),
+                     cpu_ms[a] / cpu_ms[b]))
 
     dist.destroy_process_group()
 

@@ -39,6 +39,7 @@ const std::vector<std::string> kAllVariables = {"TIMELINE_FILENAME",
                                                 "RANKTIME_FUSION_MAX_TENSOR",
                                                 "RANKTIME_ALLREDUCE_CHUNK",
                                                 "RANKTIME_CYCLE_TIME_MS",
+                                                "RANKTIME_SPIN_US",
                                                 "RANKTIME_STALL_WARNING_S",
                                                 "RANKTIME_STALL_SHUTDOWN_S",
                                                 "RANKTIME_PEER_TIMEOUT_S",
@@ -70,6 +71,7 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(c.fusion_max_tensor, 1024 * 1024);
   EXPECT_EQ(c.allreduce_chunk, 4 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 5.0);
+  EXPECT_EQ(c.spin(), std::chrono::microseconds(30));
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 60.0);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
   EXPECT_DOUBLE_EQ(c.peer_timeout_s, 60.0);
@@ -126,6 +128,7 @@ TEST(Config, Numbers) {
                     {"RANKTIME_FUSION_MAX_TENSOR", "9223372036854775807"},
                     {"RANKTIME_ALLREDUCE_CHUNK", "0"},
                     {"RANKTIME_CYCLE_TIME_MS", "0.25"},
+                    {"RANKTIME_SPIN_US", "0"},
                     {"RANKTIME_STALL_WARNING_S", "1e3"},
                     {"RANKTIME_STALL_SHUTDOWN_S", "0"},
                     {"RANKTIME_PEER_TIMEOUT_S", "0"},
@@ -136,6 +139,7 @@ TEST(Config, Numbers) {
   EXPECT_EQ(c.fusion_max_tensor, INT64_MAX);
   EXPECT_EQ(c.allreduce_chunk, 0);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 0.25);
+  EXPECT_EQ(c.spin().count(), 0);
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 1000.0);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 0.0);
   EXPECT_DOUBLE_EQ(c.peer_timeout_s, 0.0);
@@ -147,6 +151,7 @@ TEST(Config, Numbers) {
              {"RANKTIME_FUSION_MAX_TENSOR", "0"},
              {"RANKTIME_ALLREDUCE_CHUNK", "1000"},
              {"RANKTIME_CYCLE_TIME_MS", "12"},
+             {"RANKTIME_SPIN_US", "2.5"},
              {"RANKTIME_STALL_WARNING_S", "0.5"},
              {"RANKTIME_STALL_SHUTDOWN_S", "300"},
              {"RANKTIME_PEER_TIMEOUT_S", "2.5"},
@@ -157,6 +162,8 @@ TEST(Config, Numbers) {
   EXPECT_EQ(c.fusion_max_tensor, 0);
   EXPECT_EQ(c.allreduce_chunk, 1000);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 12.0);
+  EXPECT_EQ(c.spin().count(), 2500);  // nanoseconds
+  EXPECT_EQ(parse({{"RANKTIME_SPIN_US", "1e300"}}).spin(), std::chrono::hours(1));
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 0.5);
   EXPECT_DOUBLE_EQ(c.stall_shutdown_s, 300.0);
   EXPECT_DOUBLE_EQ(c.peer_timeout_s, 2.5);
@@ -218,6 +225,7 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"RANKTIME_FUSION_MAX_TENSOR", "-1"},
         Malformed{"RANKTIME_FUSION_MAX_TENSOR", "1MiB"},
         Malformed{"RANKTIME_ALLREDUCE_CHUNK", "-1"}, Malformed{"RANKTIME_ALLREDUCE_CHUNK", "4M"},
+        Malformed{"RANKTIME_SPIN_US", "-1"}, Malformed{"RANKTIME_SPIN_US", "30us"},
         Malformed{"RANKTIME_STALL_WARNING_S", "0"}, Malformed{"RANKTIME_STALL_WARNING_S", "-3"},
         Malformed{"RANKTIME_STALL_WARNING_S", "soon"}, Malformed{"RANKTIME_STALL_SHUTDOWN_S", "-1"},
         Malformed{"RANKTIME_STALL_SHUTDOWN_S", "1e999"},

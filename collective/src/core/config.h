@@ -4,6 +4,8 @@
 // value.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -52,6 +54,7 @@ struct Config {
   int64_t allreduce_chunk;
   int64_t cache_capacity;
   double cycle_time_ms;
+  double spin_us;
   double stall_warning_s;
   double stall_shutdown_s;
   double peer_timeout_s;
@@ -64,6 +67,10 @@ struct Config {
   std::string test_fail_local;
   LaneRanks timeline_ranks;
 
+  // RANKTIME_SPIN_US as a duration (at most an hour: longer is spinning for good).
+  std::chrono::nanoseconds spin() const {
+    return std::chrono::nanoseconds(static_cast<int64_t>(std::min(spin_us, 3.6e9) * 1000));
+  }
   // The settings as (variable, value) pairs, for the timeline's run metadata and debug logs.
   std::vector<std::pair<std::string, std::string>> describe() const;
 };

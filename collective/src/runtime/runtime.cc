@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/backoff.h"
 #include "core/log.h"
 #include "core/wire.h"
 #include "runtime/rendezvous.h"
@@ -14,13 +15,6 @@
 namespace ranktime {
 namespace {
 
-// After any progress the loop polls without sleeping for this long: the next message of a
-// synchronous exchange usually arrives within it, and sleeping would add the timer's latency.
-constexpr std::chrono::nanoseconds kSpinAfterProgress = std::chrono::microseconds(30);
-// While something is in flight, the longest sleep between polls: bounds how late a straggler's
-// arrival is noticed. Idle ranks sleep up to RANKTIME_CYCLE_TIME_MS instead.
-constexpr std::chrono::nanoseconds kBusyPollCap = std::chrono::microseconds(200);
-constexpr std::chrono::nanoseconds kFirstSleep = std::chrono::microseconds(4);
 // Other ranks ship timeline records at least this often when they have nothing else to say.
 constexpr int64_t kRecordShipIntervalNs = 100'000'000;
 constexpr size_t kRecordShipBatch = 4096;
@@ -184,8 +178,9 @@ void Runtime::loop() {
   // Short sleeps must be short: the default 50 us timer slack would dominate them.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   const int64_t cpu_start_ns = thread_cpu_ns();
-  auto last_progress = std::chrono::steady_clock::now();
-  std::chrono::nanoseconds sleep{0};
+  // After any progress the loop polls for RANKTIME_SPIN_US (the next message of a synchronous
+  // exchange usually arrives within it); idle ranks sleep up to RANKTIME_CYCLE_TIME_MS.
+  Backoff backoff(config_.spin(), std::chrono::steady_clock::now());
   std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
   if (liveness_->heartbeat_ns() > 0) {
     idle_cap = std::min(idle_cap, std::chrono::nanoseconds(liveness_->heartbeat_ns()));
@@ -198,15 +193,12 @@ void Runtime::loop() {
     if (finished_) break;
     auto now = std::chrono::steady_clock::now();
     if (progressed) {
-      last_progress = now;
-      sleep = std::chrono::nanoseconds(0);
+      backoff.restart(now);
       continue;
     }
     channel_->reap_sends(false);
-    if (now - last_progress < kSpinAfterProgress) continue;
-    auto cap = busy() ? std::min(kBusyPollCap, idle_cap) : idle_cap;
-    sleep = std::min(cap, std::max(kFirstSleep, sleep * 2));
-    queue_.wait(sleep, shutdown_announced_);
+    auto sleep = backoff.next(now, busy() ? std::min(Backoff::kBusyCap, idle_cap) : idle_cap);
+    if (sleep.count() > 0) queue_.wait(sleep, shutdown_announced_);
   }
   // Sends to a lost rank may never complete: leave them.
   if (!peer_lost()) channel_->reap_sends(true);
@@ -537,10 +529,10 @@ void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, 
                             const char* what) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::nanoseconds(static_cast<int64_t>(timeout_s * 1e9));
-  std::chrono::microseconds sleep(1);
+  Backoff backoff(std::chrono::nanoseconds(0), std::chrono::steady_clock::now());
   while (true) {
     if (receive_worker_message()) {
-      sleep = std::chrono::microseconds(1);
+      backoff.restart(std::chrono::steady_clock::now());
       continue;
     }
     tend_peers();  // a rank that died meanwhile is not waited for
@@ -555,8 +547,7 @@ void Runtime::await_workers(const std::vector<int64_t>& counts, int64_t target, 
       return;
     }
     channel_->reap_sends(false);
-    std::this_thread::sleep_for(sleep);
-    sleep = std::min(sleep * 2, std::chrono::microseconds(200));
+    std::this_thread::sleep_for(backoff.next(std::chrono::steady_clock::now(), Backoff::kBusyCap));
   }
 }
 

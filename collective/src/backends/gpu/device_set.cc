@@ -24,7 +24,8 @@ DeviceSet::DeviceSet(MPI_Comm comm, int device, const Clock* clock, const GpuOpt
       deliver_(std::move(deliver)),
       event_clock_(options.clock),
       reanchor_interval_ns_(options.clock.reanchor_interval_ns),
-      test_fail_local_(options.test_fail_local) {
+      test_fail_local_(options.test_fail_local),
+      spin_(options.spin) {
   MPI_Comm_dup(comm, &comm_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
@@ -144,12 +145,16 @@ Status DeviceSet::create_communicators() {
     case GpuMode::kNcclHierarchical: {
       Status s = NcclComm::create(comm_, &nccl_);
       if (s.ok()) s = NcclComm::create(local_, &nccl_local_);
-      if (s.ok()) cross_mpi_ = std::make_unique<MpiBackend>(cross_, clock_);
+      if (s.ok()) {
+        cross_mpi_ = std::make_unique<MpiBackend>(cross_, clock_, Config{}.allreduce_chunk, nullptr,
+                                                  std::string(), spin_);
+      }
       return s;
     }
     case GpuMode::kMpiStaging:
       if (host_ == MPI_COMM_NULL) MPI_Comm_dup(comm_, &host_);
-      host_mpi_ = std::make_unique<MpiBackend>(host_, clock_);
+      host_mpi_ = std::make_unique<MpiBackend>(host_, clock_, Config{}.allreduce_chunk, nullptr,
+                                               std::string(), spin_);
       return Status::Ok();
   }
   return Status::Ok();

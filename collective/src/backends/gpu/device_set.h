@@ -112,8 +112,9 @@ class DeviceSet {
 
   EventClock event_clock_;  // completion thread only (after construction)
   int64_t reanchor_interval_ns_;
-  std::string test_fail_local_;  // RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h)
-  int64_t last_end_ns_ = 0;      // completion thread: where the previous job ended
+  std::string test_fail_local_;    // RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h)
+  std::chrono::nanoseconds spin_;  // RANKTIME_SPIN_US (backends/mpi/request_wait.h)
+  int64_t last_end_ns_ = 0;        // completion thread: where the previous job ended
   std::mutex anchor_mutex_;
   std::shared_ptr<AnchorEvent> anchor_;
 

@@ -82,7 +82,7 @@ void DeviceSet::launch(Job* job) {
   if (!s.ok() && job->status.ok()) job->status = s;
   // Failures known at launch (waits, copies, allocations) become every rank's; errors the stream
   // reports only later stay this rank's.
-  job->status = agree_on_outcome(comm_, rank_, job->status, job->response);
+  job->status = agree_on_outcome(comm_, rank_, job->status, job->response, spin_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job->launched = true;

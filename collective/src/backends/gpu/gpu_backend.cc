@@ -12,6 +12,7 @@ GpuOptions gpu_options(const Config& config) {
   GpuOptions o;
   o.hierarchical_allreduce = config.hierarchical_allreduce;
   o.test_fail_local = config.test_fail_local;
+  o.spin = config.spin();
   return o;
 }
 

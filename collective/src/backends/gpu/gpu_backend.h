@@ -49,6 +49,9 @@ struct GpuOptions {
   EventClockOptions clock;
   // RANKTIME_TEST_FAIL_LOCAL: a failed ready-event wait on one rank (backends/mpi/outcome.h).
   std::string test_fail_local;
+  // RANKTIME_SPIN_US: how the MPI collectives wait for the other ranks
+  // (backends/mpi/request_wait.h).
+  std::chrono::nanoseconds spin = Config{}.spin();
 };
 GpuOptions gpu_options(const Config& config);
 

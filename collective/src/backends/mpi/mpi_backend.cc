@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/mpi/outcome.h"
+#include "backends/mpi/request_wait.h"
 #include "core/rows.h"
 
 namespace ranktime {
@@ -79,12 +80,14 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 }  // namespace
 
 MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes,
-                       std::shared_ptr<const HostGroups> hosts, std::string test_fail_local)
+                       std::shared_ptr<const HostGroups> hosts, std::string test_fail_local,
+                       std::chrono::nanoseconds spin)
     : InlineBackend(clock),
       comm_(comm),
       chunk_bytes_(chunk_bytes),
       test_fail_local_(std::move(test_fail_local)),
-      hosts_(std::move(hosts)) {
+      hosts_(std::move(hosts)),
+      spin_(spin) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Type_contiguous(2, MPI_BYTE, &half_type_);
@@ -157,9 +160,12 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   const MPI_Op mpi_op = reduce.op;
   const size_t elem = dtype_size(dtype);
   const bool average = op == ReduceOp::kAverage;
+  // Every stage first waits for its ranks without spinning (request_wait.h).
   auto allreduce_over = [&](MPI_Comm comm) {
-    return in_chunks(data, n, elem, [&](void* p, int count) {
-      return MPI_Allreduce(MPI_IN_PLACE, p, count, type, mpi_op, comm);
+    return once_all_arrived(comm, spin_, [&] {
+      return in_chunks(data, n, elem, [&](void* p, int count) {
+        return MPI_Allreduce(MPI_IN_PLACE, p, count, type, mpi_op, comm);
+      });
     });
   };
   const int64_t t0 = clock_->now_ns();
@@ -172,9 +178,11 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   // Host-aware: only the leaders' allreduce crosses hosts, once per host instead of once per rank.
   if (n == 0) return MPI_SUCCESS;
   const bool leader = hosts_->leader();
-  int rc = in_chunks(data, n, elem, [&](void* p, int count) {
-    return MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, count, type, mpi_op, 0,
-                      hosts_->host());
+  int rc = once_all_arrived(hosts_->host(), spin_, [&] {
+    return in_chunks(data, n, elem, [&](void* p, int count) {
+      return MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, count, type, mpi_op, 0,
+                        hosts_->host());
+    });
   });
   int64_t t1 = clock_->now_ns();
   log->add(Phase::kMpiReduce, t0, t1);
@@ -187,8 +195,12 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
     t1 = t2;
     if (rc != MPI_SUCCESS) return rc;
   }
-  rc = in_chunks(data, n, elem,
-                 [&](void* p, int count) { return MPI_Bcast(p, count, type, 0, hosts_->host()); });
+  // The others wait for their leader's allreduce across hosts here.
+  rc = once_all_arrived(hosts_->host(), spin_, [&] {
+    return in_chunks(data, n, elem, [&](void* p, int count) {
+      return MPI_Bcast(p, count, type, 0, hosts_->host());
+    });
+  });
   log->add(Phase::kMpiBcast, t1, clock_->now_ns());
   return rc;
 }
@@ -200,7 +212,7 @@ Status MpiBackend::run(const Response& response, const std::vector<TensorEntry*>
   const Status local = injected_local_fault(test_fail_local_, rank_, response);
   Status status = execute(response, entries, log);
   if (response.op == OpType::kBarrier) return status;
-  return agree_on_outcome(comm_, rank_, local.ok() ? status : local, response);
+  return agree_on_outcome(comm_, rank_, local.ok() ? status : local, response, spin_);
 }
 
 Status MpiBackend::execute(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -278,9 +290,11 @@ Status MpiBackend::allgather(const Response& response, const std::vector<TensorE
   }
   if (entries.size() == 1) {
     const int64_t t0 = clock_->now_ns();
-    int rc = MPI_Allgatherv(entries[0]->view.data, counts[rank_], MPI_BYTE,
+    int rc = once_all_arrived(comm_, spin_, [&] {
+      return MPI_Allgatherv(entries[0]->view.data, counts[rank_], MPI_BYTE,
                             entries[0]->handle->output.data(), counts.data(), displs.data(),
                             MPI_BYTE, comm_);
+    });
     log->add(Phase::kMpiAllgather, t0, clock_->now_ns());
     return mpi_status(rc, "MPI_Allgatherv", response);
   }
@@ -291,8 +305,10 @@ Status MpiBackend::allgather(const Response& response, const std::vector<TensorE
   pack(entries, mine);
   const int64_t t1 = clock_->now_ns();
   log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
-  int rc = MPI_Allgatherv(mine, counts[rank_], MPI_BYTE, gathered, counts.data(), displs.data(),
+  int rc = once_all_arrived(comm_, spin_, [&] {
+    return MPI_Allgatherv(mine, counts[rank_], MPI_BYTE, gathered, counts.data(), displs.data(),
                           MPI_BYTE, comm_);
+  });
   const int64_t t2 = clock_->now_ns();
   log->add(Phase::kMpiAllgather, t1, t2);
   if (rc != MPI_SUCCESS) return mpi_status(rc, "MPI_Allgatherv", response);
@@ -343,8 +359,10 @@ Status MpiBackend::reducescatter(const Response& response, const std::vector<Ten
   if (entries.size() == 1) {
     auto& output = entries[0]->handle->output;
     const int64_t t0 = clock_->now_ns();
-    int rc = MPI_Reduce_scatter(entries[0]->view.data, output.data(), counts.data(), reduce.type,
+    int rc = once_all_arrived(comm_, spin_, [&] {
+      return MPI_Reduce_scatter(entries[0]->view.data, output.data(), counts.data(), reduce.type,
                                 reduce.op, comm_);
+    });
     if (rc == MPI_SUCCESS && average) divide_in_place(output.data(), counts[rank_], dtype, size_);
     log->add(Phase::kMpiReducescatter, t0, clock_->now_ns());
     return mpi_status(rc, what, response);
@@ -367,7 +385,9 @@ Status MpiBackend::reducescatter(const Response& response, const std::vector<Ten
   }
   const int64_t t1 = clock_->now_ns();
   log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
-  int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buffer, counts.data(), reduce.type, reduce.op, comm_);
+  int rc = once_all_arrived(comm_, spin_, [&] {
+    return MPI_Reduce_scatter(MPI_IN_PLACE, buffer, counts.data(), reduce.type, reduce.op, comm_);
+  });
   if (rc == MPI_SUCCESS && average) divide_in_place(buffer, counts[rank_], dtype, size_);
   const int64_t t2 = clock_->now_ns();
   log->add(Phase::kMpiReducescatter, t1, t2);
@@ -386,10 +406,13 @@ Status MpiBackend::alltoall(const Response& response, TensorEntry* entry, PhaseL
   const TensorView& v = entry->view;
   const int64_t row_bytes = row_elements(v.shape) * static_cast<int64_t>(dtype_size(v.dtype));
   const int64_t t0 = clock_->now_ns();
-  // Every rank learns how many rows each other rank sends it.
+  // Every rank learns how many rows each other rank sends it (the calls after this one find every
+  // rank there).
   std::vector<int32_t> received(size_);
-  int rc =
-      MPI_Alltoall(entry->splits.data(), 1, MPI_INT32_T, received.data(), 1, MPI_INT32_T, comm_);
+  int rc = once_all_arrived(comm_, spin_, [&] {
+    return MPI_Alltoall(entry->splits.data(), 1, MPI_INT32_T, received.data(), 1, MPI_INT32_T,
+                        comm_);
+  });
   if (rc != MPI_SUCCESS) return mpi_status(rc, "MPI_Alltoall", response);
   std::vector<int> send_counts(size_), send_displs(size_), recv_counts(size_), recv_displs(size_);
   auto lay_out = [&](const std::vector<int32_t>& rows, std::vector<int>* counts,
@@ -432,12 +455,14 @@ Status MpiBackend::broadcast(const Response& response, const std::vector<TensorE
   const bool root = rank_ == response.root;
   auto bcast = [&](void* data, size_t bytes) {
     auto* p = static_cast<uint8_t*>(data);
-    for (size_t done = 0; done < bytes; done += INT_MAX) {
-      int count = static_cast<int>(std::min<size_t>(INT_MAX, bytes - done));
-      int rc = MPI_Bcast(p + done, count, MPI_BYTE, response.root, comm_);
-      if (rc != MPI_SUCCESS) return rc;
-    }
-    return MPI_SUCCESS;
+    return once_all_arrived(comm_, spin_, [&] {  // the others wait for the root's copy here
+      for (size_t done = 0; done < bytes; done += INT_MAX) {
+        int count = static_cast<int>(std::min<size_t>(INT_MAX, bytes - done));
+        int rc = MPI_Bcast(p + done, count, MPI_BYTE, response.root, comm_);
+        if (rc != MPI_SUCCESS) return rc;
+      }
+      return MPI_SUCCESS;
+    });
   };
   if (entries.size() == 1) {
     int64_t t0 = clock_->now_ns();

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -25,8 +26,10 @@ class MpiBackend final : public InlineBackend {
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
   // `hosts`: allreduce host-aware over these groups (every rank of comm must pass them, or
   // none); null: flat. `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
+  // `spin`: RANKTIME_SPIN_US, how each collective waits for the other ranks (request_wait.h).
   MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
-             std::shared_ptr<const HostGroups> hosts = nullptr, std::string test_fail_local = {});
+             std::shared_ptr<const HostGroups> hosts = nullptr, std::string test_fail_local = {},
+             std::chrono::nanoseconds spin = Config{}.spin());
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -72,6 +75,7 @@ class MpiBackend final : public InlineBackend {
   // Custom ops for the 16-bit float types, indexed [dtype is bf16][ReduceOp].
   MPI_Op half_ops_[2][kNumReduceOps] = {};
   std::shared_ptr<const HostGroups> hosts_;  // set when allreducing host-aware
+  std::chrono::nanoseconds spin_;
   std::vector<uint8_t> fusion_;
 };
 

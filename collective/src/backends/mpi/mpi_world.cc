@@ -58,7 +58,8 @@ std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config
                                                      << placement_.size << " ranks");
   }
   return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk,
-                                      by_host ? hosts_ : nullptr, config.test_fail_local);
+                                      by_host ? hosts_ : nullptr, config.test_fail_local,
+                                      config.spin());
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,

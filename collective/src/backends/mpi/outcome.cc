@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "backends/mpi/request_wait.h"
+
 namespace ranktime {
 namespace {
 
@@ -15,10 +17,13 @@ std::string tensors_text(const Response& r) {
 
 }  // namespace
 
-Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Response& response) {
+Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Response& response,
+                        std::chrono::nanoseconds spin) {
   // The highest failed rank + 1, or 0 when every rank's part succeeded.
   int failed = local.ok() ? 0 : rank + 1;
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
+  MPI_Request request;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm, &request);
+  if (rc == MPI_SUCCESS) rc = wait_for(&request, spin);
   if (!local.ok()) return local;
   if (rc != MPI_SUCCESS) {
     return Status::Error(tensors_text(response) +

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <string>
 
 #include "core/message.h"
@@ -13,10 +14,11 @@
 
 namespace ranktime {
 
-// Collective over `comm` (every rank, in response order): one MPI_Allreduce(MAX) of one int.
-// Returns `local` where it failed; else, if another rank's part failed, an error naming that rank;
-// else `local` (ok).
-Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Response& response);
+// Collective over `comm` (every rank, in response order): one MPI_Iallreduce(MAX) of one int,
+// waited for with wait_for(.., spin) (request_wait.h). Returns `local` where it failed; else, if
+// another rank's part failed, an error naming that rank; else `local` (ok).
+Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Response& response,
+                        std::chrono::nanoseconds spin);
 
 // Testing aid (RANKTIME_TEST_FAIL_LOCAL="RANK:TENSOR"): an error when this is rank RANK and
 // TENSOR is one of `response`'s tensors, as if this rank's copy of it had failed; else ok.
