@@ -123,7 +123,7 @@ def test_reduce_scatter_of_non_contiguous_and_empty_tensors():
 
 def rows(frm, to, count, width=2):
     """The rows rank `frm` sends rank `to` in an all-to-all: small integers (exact in every
-    dtype), different for every sender, receiver, row and column."""
+    dtype); no two ranks' blocks alike (for up to 4 ranks), nor two rows of a block."""
     return np.array([[16 * frm + 4 * to + 2 * k + c for c in range(width)] for k in range(count)],
                     dtype=np.float64).reshape(count, width)
 
