@@ -38,6 +38,7 @@ class Operation {
   // Steps run in order once every handle has succeeded.
   void on_success(Finish finish) { finish_.push_back(std::move(finish)); }
 
+  const std::string& call() const { return call_; }
   const std::string& name() const { return name_; }
   const std::vector<at::Tensor>& outputs() const { return outputs_; }
   const c10::intrusive_ptr<c10::ivalue::Future>& future() const { return future_; }

@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/utils/tensor_dtypes.h>
 
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
@@ -94,6 +95,14 @@ void check_one(const std::vector<at::Tensor>& tensors, const char* call) {
   check_tensor(tensors[0], call);
 }
 
+void check_like_dtype(const at::Tensor& t, const at::Tensor& like, const char* call,
+                      const char* what) {
+  check_tensor(t, call);
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "ranktime: ", call, ": ", what, " is ",
+              torch_dtype_name(t.scalar_type()), ", expected ",
+              torch_dtype_name(like.scalar_type()), " (one dtype per call)");
+}
+
 void check_like(const at::Tensor& t, const at::Tensor& like, const char* call, const char* what) {
   check_tensor(t, call);
   TORCH_CHECK(t.scalar_type() == like.scalar_type() && t.numel() == like.numel(),
@@ -120,42 +129,118 @@ at::Tensor from_bytes(const std::byte* bytes, at::IntArrayRef sizes, at::ScalarT
   return at::from_blob(const_cast<std::byte*>(bytes), sizes, at::TensorOptions().dtype(type));
 }
 
-// Allreduces `tensor` in place, through a contiguous copy where it is not contiguous.
-void add_allreduce(Operation& op, const at::Tensor& tensor, const std::string& name,
-                   ReduceOp reduce) {
+// `tensor` as the runtime may write it in place: itself where it is contiguous, else a contiguous
+// copy that is written back into it once the operation has succeeded.
+at::Tensor in_place_buffer(Operation& op, const at::Tensor& tensor) {
   at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
-  op.add(allreduce_async(view_of(buffer), name, reduce));
   op.keep(buffer);
   if (!buffer.is_same(tensor)) {
     op.on_success([tensor, buffer](const std::vector<Handle>&) mutable { tensor.copy_(buffer); });
   }
+  return buffer;
+}
+
+// Once the operation has succeeded, hands its last handle (the one just added) to `take`, after
+// checking that the result holds `bytes` bytes: the runtime's buffer is copied out, never trusted
+// to fit.
+void on_output(Operation& op, size_t bytes, std::function<void(const Handle&)> take) {
+  op.on_success([take = std::move(take), bytes, call = op.call(),
+                 name = op.name()](const std::vector<Handle>& handles) {
+    const Handle& handle = handles.back();
+    TORCH_CHECK(handle.output().size() == bytes, "ranktime: ", call, " '", name, "': received ",
+                handle.output().size(), " bytes, expected ", bytes);
+    take(handle);
+  });
 }
 
 // Allgathers `input` (every rank's the same shape) and hands the result to `take`.
-void add_allgather(Operation& op, const at::Tensor& input, const std::string& name, int size,
+void add_allgather(Operation& op, const at::Tensor& input, int size,
                    std::function<void(const std::byte* bytes, size_t per_rank)> take) {
   at::Tensor buffer = input.contiguous();
   // One row per rank: the runtime checks that every rank's shape is this one.
   std::vector<int64_t> shape{1};
   for (int64_t d : buffer.sizes()) shape.push_back(d);
-  op.add(allgather_async(view_of(buffer, shape), name));
+  op.add(allgather_async(view_of(buffer, shape), op.name()));
   op.keep(buffer);
   const size_t per_rank = buffer.nbytes();
-  op.on_success([take = std::move(take), per_rank, size, name](const std::vector<Handle>& h) {
-    const std::vector<std::byte>& bytes = h.back().output();
-    if (bytes.size() != per_rank * static_cast<size_t>(size)) {
-      throw std::runtime_error("ranktime: allgather '" + name + "': gathered " +
-                               std::to_string(bytes.size()) + " bytes, expected " +
-                               std::to_string(per_rank * size));
-    }
-    take(bytes.data(), per_rank);
+  on_output(op, per_rank * size, [take = std::move(take), per_rank](const Handle& h) {
+    take(h.output().data(), per_rank);
   });
+}
+
+// Reduces every rank's `input` (contiguous: `size` parts of `output`'s shape, rank r's share of
+// the result from part r) and copies this rank's share into `output`.
+void add_reducescatter(Operation& op, const at::Tensor& input, const at::Tensor& output, int size,
+                       ReduceOp reduce) {
+  // One row per rank, so that the runtime's split of dimension 0 gives rank r part r.
+  std::vector<int64_t> shape{size};
+  for (int64_t d : output.sizes()) shape.push_back(d);
+  op.add(reducescatter_async(view_of(input, shape), op.name(), reduce));
+  op.keep(input);
+  on_output(op, output.nbytes(), [output](const Handle& h) mutable {
+    output.copy_(from_bytes(h.output().data(), output.sizes(), output.scalar_type()));
+  });
+}
+
+// Sends `splits[r]` rows (dimension 0) of `input` (at least one dimension) to rank r; once every
+// rank r has sent this one `expected[r]` rows (else the call fails on this rank, saying what came
+// from where against `expected_by`, what decided `expected`; `unit` names a row), hands the rows
+// received, in rank order, to `take`.
+void add_alltoall(Operation& op, const at::Tensor& input, const std::vector<int64_t>& splits,
+                  std::vector<int64_t> expected, const char* unit, const char* expected_by,
+                  std::function<void(const std::byte* rows)> take) {
+  at::Tensor buffer = input.contiguous();
+  std::vector<int32_t> sent;
+  for (int64_t rows : splits) {
+    TORCH_CHECK(rows <= std::numeric_limits<int32_t>::max(), "ranktime: ", op.call(), ": ", rows,
+                " ", unit, " to one rank; ranktime's alltoall sends at most 2^31 - 1 to each");
+    sent.push_back(static_cast<int32_t>(rows));
+  }
+  op.add(alltoall_async(view_of(buffer), sent, op.name()));
+  op.keep(buffer);
+  int64_t rows = 0;
+  for (int64_t r : expected) rows += r;
+  const int64_t row_bytes = c10::multiply_integers(buffer.sizes().slice(1)) * buffer.element_size();
+  op.on_success([expected = std::move(expected), unit, expected_by, call = op.call(),
+                 name = op.name()](const std::vector<Handle>& handles) {
+    const std::vector<int32_t>& got = handles.back().received_splits();
+    const std::vector<int64_t> received(got.begin(), got.end());
+    TORCH_CHECK(received == expected, "ranktime: ", call, " '", name,
+                "': the ranks sent this rank ", c10::ArrayRef<int64_t>(received), " ", unit,
+                " (from rank 0, 1, ...), but ", expected_by, " says ",
+                c10::ArrayRef<int64_t>(expected));
+  });
+  on_output(op, static_cast<size_t>(rows * row_bytes),
+            [take = std::move(take)](const Handle& h) { take(h.output().data()); });
+}
+
+// The rows `tensor` (at least one dimension) sends to or receives from each rank, from torch's
+// `splits` (`what`: their name; empty: an even split), checked against the tensor.
+std::vector<int64_t> rows_per_rank(const std::vector<int64_t>& splits, const at::Tensor& tensor,
+                                   int size, const char* call, const char* what) {
+  const int64_t dim0 = tensor.size(0);
+  if (splits.empty()) {
+    TORCH_CHECK(dim0 % size == 0, "ranktime: ", call, ": without ", what, ", dimension 0 (", dim0,
+                " rows) is split evenly among the ", size, " ranks and must divide: pass ", what);
+    return std::vector<int64_t>(size, dim0 / size);
+  }
+  TORCH_CHECK(splits.size() == static_cast<size_t>(size), "ranktime: ", call, ": ", what, " has ",
+              splits.size(), " entries for ", size, " ranks");
+  int64_t sum = 0;
+  for (int64_t rows : splits) {
+    TORCH_CHECK(rows >= 0, "ranktime: ", call, ": ", what, " ", c10::ArrayRef<int64_t>(splits),
+                " has a negative entry");
+    sum += rows;
+  }
+  TORCH_CHECK(sum == dim0, "ranktime: ", call, ": ", what, " ", c10::ArrayRef<int64_t>(splits),
+              " sum to ", sum, " rows, but dimension 0 has ", dim0);
+  return splits;
 }
 
 [[noreturn]] void unsupported(const char* call) {
   TORCH_CHECK(false, "ranktime: torch.distributed.", call,
               " is not supported by the ranktime backend (it runs all_reduce, broadcast, "
-              "all_gather, all_gather_object, reduce_scatter and barrier)");
+              "all_gather, reduce_scatter, all_to_all, their variants and barrier)");
 }
 
 }  // namespace
@@ -214,7 +299,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allreduce(
   ReduceOp reduce = to_ranktime(opts.reduceOp, "all_reduce");
   std::string name = next_name("all_reduce", tensors);
   auto op = std::make_shared<Operation>("all_reduce", name, tensors);
-  add_allreduce(*op, tensors[0], name, reduce);
+  op->add(allreduce_async(view_of(in_place_buffer(*op, tensors[0])), name, reduce));
   return start(std::move(op), OpType::ALLREDUCE);
 }
 
@@ -224,8 +309,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allreduce_coalesced(
   ReduceOp reduce = to_ranktime(opts.reduceOp, "all_reduce_coalesced");
   std::string name = next_name("all_reduce_coalesced", tensors);
   auto op = std::make_shared<Operation>("all_reduce_coalesced", name, tensors);
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    add_allreduce(*op, tensors[i], name + "." + std::to_string(i), reduce);
+  // One group: negotiated once, fused per dtype, and failed as a whole (no tensor reduced while
+  // another is not) when the ranks disagree about any tensor.
+  std::vector<TensorView> views;
+  for (const at::Tensor& t : tensors) views.push_back(view_of(in_place_buffer(*op, t)));
+  if (!views.empty()) {
+    for (Handle& h : grouped_allreduce_async(views, name, reduce)) op->add(std::move(h));
   }
   return start(std::move(op), OpType::ALLREDUCE_COALESCED);
 }
@@ -239,13 +328,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::broadcast(
               opts.rootTensor);
   std::string name = next_name("broadcast", tensors);
   auto op = std::make_shared<Operation>("broadcast", name, tensors);
-  const at::Tensor& tensor = tensors[0];
-  at::Tensor buffer = tensor.is_contiguous() ? tensor : tensor.contiguous();
-  op->add(broadcast_async(view_of(buffer), static_cast<int>(opts.rootRank), name));
-  op->keep(buffer);
-  if (!buffer.is_same(tensor)) {
-    op->on_success([tensor, buffer](const std::vector<Handle>&) mutable { tensor.copy_(buffer); });
-  }
+  op->add(broadcast_async(view_of(in_place_buffer(*op, tensors[0])),
+                          static_cast<int>(opts.rootRank), name));
   return start(std::move(op), OpType::BROADCAST);
 }
 
@@ -262,7 +346,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allgather(
   for (const at::Tensor& slot : slots) check_like(slot, input, "all_gather", "an output tensor");
   std::string name = next_name("all_gather", inputs);
   auto op = std::make_shared<Operation>("all_gather", name, slots);
-  add_allgather(*op, input, name, size_,
+  add_allgather(*op, input, size_,
                 [slots, sizes = input.sizes().vec(), type = input.scalar_type()](
                     const std::byte* bytes, size_t per_rank) mutable {
                   for (size_t r = 0; r < slots.size(); ++r) {
@@ -285,7 +369,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::_allgather_base(
   std::string name = next_name("all_gather_into_tensor", inputs);
   auto op =
       std::make_shared<Operation>("all_gather_into_tensor", name, std::vector<at::Tensor>{output});
-  add_allgather(*op, input, name, size_,
+  add_allgather(*op, input, size_,
                 [output, type = input.scalar_type()](const std::byte* bytes, size_t) mutable {
                   output.copy_(from_bytes(bytes, output.sizes(), type));
                 });
@@ -305,14 +389,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::reduce_scatter(
   for (const at::Tensor& part : parts) check_like(part, output, "reduce_scatter", "an input");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "reduce_scatter");
   std::string name = next_name("reduce_scatter", parts);
+  // The parts one after another, as one tensor: the runtime gives rank r part r's reduction.
   const int64_t n = output.numel();
-  at::Tensor flat = at::empty({n * size_}, output.options());
+  at::Tensor flat = at::empty({size_ * n}, output.options());
   for (int r = 0; r < size_; ++r) flat.narrow(0, r * n, n).copy_(parts[r].reshape({-1}));
   auto op = std::make_shared<Operation>("reduce_scatter", name, outputs);
-  add_allreduce(*op, flat, name, reduce);
-  op->on_success([output, flat, n, r = rank_](const std::vector<Handle>&) mutable {
-    output.copy_(flat.narrow(0, r * n, n).view(output.sizes()));
-  });
+  add_reducescatter(*op, flat, output, size_, reduce);
   return start(std::move(op), OpType::REDUCE_SCATTER);
 }
 
@@ -328,14 +410,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::_reduce_scatter_base(
   ReduceOp reduce = to_ranktime(opts.reduceOp, "reduce_scatter_tensor");
   std::vector<at::Tensor> inputs{input};
   std::string name = next_name("reduce_scatter_tensor", inputs);
-  const int64_t n = output.numel();
-  at::Tensor flat = input.reshape({-1}).clone(at::MemoryFormat::Contiguous);
   auto op =
       std::make_shared<Operation>("reduce_scatter_tensor", name, std::vector<at::Tensor>{output});
-  add_allreduce(*op, flat, name, reduce);
-  op->on_success([output, flat, n, r = rank_](const std::vector<Handle>&) mutable {
-    output.copy_(flat.narrow(0, r * n, n).view(output.sizes()));
-  });
+  add_reducescatter(*op, input.contiguous(), output, size_, reduce);
   return start(std::move(op), OpType::_REDUCE_SCATTER_BASE);
 }
 
@@ -380,14 +457,65 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::scatter(
   unsupported("scatter");
 }
 c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::alltoall_base(
-    at::Tensor&, at::Tensor&, std::vector<int64_t>&, std::vector<int64_t>&,
-    const ::c10d::AllToAllOptions&) {
-  unsupported("all_to_all_single");
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const ::c10d::AllToAllOptions&) {
+  const char* call = "all_to_all_single";
+  check_tensor(input, call);
+  check_tensor(output, call);
+  TORCH_CHECK(input.dim() > 0 && output.dim() > 0, "ranktime: ", call,
+              ": the input and the output need at least one dimension (dimension 0 is split "
+              "among the ranks); the input has ",
+              input.dim(), ", the output ", output.dim());
+  const int64_t row = c10::multiply_integers(input.sizes().slice(1));
+  const int64_t output_row = c10::multiply_integers(output.sizes().slice(1));
+  TORCH_CHECK(output.scalar_type() == input.scalar_type() && output_row == row, "ranktime: ", call,
+              ": the output's rows (dimension 0) are ", torch_dtype_name(output.scalar_type()),
+              " with ", output_row, " elements, the input's ",
+              torch_dtype_name(input.scalar_type()), " with ", row, "; they must agree");
+  std::vector<int64_t> sends =
+      rows_per_rank(input_split_sizes, input, size_, call, "input_split_sizes");
+  std::vector<int64_t> receives =
+      rows_per_rank(output_split_sizes, output, size_, call, "output_split_sizes");
+  std::vector<at::Tensor> inputs{input};
+  std::string name = next_name(call, inputs);
+  auto op = std::make_shared<Operation>(call, name, std::vector<at::Tensor>{output});
+  add_alltoall(*op, input, sends, receives, "rows",
+               output_split_sizes.empty() ? "the output's even split" : "output_split_sizes",
+               [output](const std::byte* rows) mutable {
+                 output.copy_(from_bytes(rows, output.sizes(), output.scalar_type()));
+               });
+  return start(std::move(op), OpType::ALLTOALL_BASE);
 }
-c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::alltoall(std::vector<at::Tensor>&,
-                                                                std::vector<at::Tensor>&,
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::alltoall(std::vector<at::Tensor>& outputs,
+                                                                std::vector<at::Tensor>& inputs,
                                                                 const ::c10d::AllToAllOptions&) {
-  unsupported("all_to_all");
+  const char* call = "all_to_all";
+  TORCH_CHECK(inputs.size() == static_cast<size_t>(size_) && outputs.size() == inputs.size(),
+              "ranktime: ", call, ": ", outputs.size(), " output and ", inputs.size(),
+              " input tensors for ", size_, " ranks (one of each per rank)");
+  // Every tensor flattened and the inputs laid end to end: one alltoall of elements, whatever
+  // the tensors' shapes (which torch lets differ from rank to rank).
+  std::vector<int64_t> sends, receives;
+  std::vector<at::Tensor> flat_inputs;
+  for (int r = 0; r < size_; ++r) {
+    check_like_dtype(inputs[r], inputs[0], call, "an input tensor");
+    check_like_dtype(outputs[r], inputs[0], call, "an output tensor");
+    sends.push_back(inputs[r].numel());
+    receives.push_back(outputs[r].numel());
+    flat_inputs.push_back(inputs[r].reshape({-1}));
+  }
+  std::string name = next_name(call, inputs);
+  auto op = std::make_shared<Operation>(call, name, outputs);
+  add_alltoall(
+      *op, at::cat(flat_inputs), sends, receives, "elements", "the output tensors' sizes",
+      [outputs](const std::byte* elements) mutable {
+        for (size_t r = 0; r < outputs.size(); ++r) {
+          outputs[r].copy_(from_bytes(elements, outputs[r].sizes(), outputs[r].scalar_type()));
+          elements += outputs[r].nbytes();
+        }
+      });
+  return start(std::move(op), OpType::ALLTOALL);
 }
 void ProcessGroupRanktime::monitoredBarrier(const ::c10d::BarrierOptions&, bool) {
   unsupported("monitored_barrier");

@@ -28,6 +28,8 @@ class ProcessGroupRanktime : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> allreduce(
       std::vector<at::Tensor>& tensors,
       const ::c10d::AllreduceOptions& opts = ::c10d::AllreduceOptions()) override;
+  // One grouped allreduce (tensors named `<name>_<i+1>of<n>`): negotiated once, fused per dtype,
+  // failed as a whole.
   c10::intrusive_ptr<::c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors,
       const ::c10d::AllreduceCoalescedOptions& opts = ::c10d::AllreduceCoalescedOptions()) override;
@@ -40,14 +42,25 @@ class ProcessGroupRanktime : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> _allgather_base(
       at::Tensor& output, at::Tensor& input,
       const ::c10d::AllgatherOptions& opts = ::c10d::AllgatherOptions()) override;
-  // Allreduce of the whole input, then this rank's slice: ranktime has no native reduce-scatter
-  // yet, so these move size() times the bytes a native one would.
+  // One ranktime reducescatter of the inputs laid end to end (the list's parts, or the one
+  // tensor), `size` rows of the output's shape: rank r receives row r's reduction.
   c10::intrusive_ptr<::c10d::Work> reduce_scatter(
       std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
       const ::c10d::ReduceScatterOptions& opts = ::c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<::c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input,
       const ::c10d::ReduceScatterOptions& opts = ::c10d::ReduceScatterOptions()) override;
+  // One ranktime alltoall: of the input's rows (dimension 0), as the split sizes say (or evenly);
+  // of the list's tensors flattened and laid end to end. What arrives from each rank is checked
+  // against what the output expects (the output split sizes, the output tensors' sizes): a rank
+  // that expects otherwise fails its call, naming both, after the exchange.
+  c10::intrusive_ptr<::c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
+      const ::c10d::AllToAllOptions& opts = ::c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::AllToAllOptions& opts = ::c10d::AllToAllOptions()) override;
   // ranktime's barrier blocks, so this one returns a completed Work, after every earlier call of
   // this group has completed too.
   c10::intrusive_ptr<::c10d::Work> barrier(
@@ -65,11 +78,6 @@ class ProcessGroupRanktime : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> scatter(std::vector<at::Tensor>&,
                                            std::vector<std::vector<at::Tensor>>&,
                                            const ::c10d::ScatterOptions&) override;
-  c10::intrusive_ptr<::c10d::Work> alltoall_base(at::Tensor&, at::Tensor&, std::vector<int64_t>&,
-                                                 std::vector<int64_t>&,
-                                                 const ::c10d::AllToAllOptions&) override;
-  c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<at::Tensor>&, std::vector<at::Tensor>&,
-                                            const ::c10d::AllToAllOptions&) override;
   void monitoredBarrier(const ::c10d::BarrierOptions&, bool) override;
   c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>&, int, int) override;
   c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>&, int, int) override;

@@ -4,6 +4,7 @@ Every rank runs the same tests in the same order (see conftest.py)."""
 
 import datetime
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -93,15 +94,201 @@ def test_reduce_scatter(dtype, op):
         np.testing.assert_array_equal(as_float64(x), scatter_input(rank(), i, op, dtype))
 
 
-@pytest.mark.parametrize("dtype", ["int32", "float64"])
-def test_reduce_scatter_from_one_tensor(dtype):
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("dtype", TORCH_DTYPES)
+def test_reduce_scatter_from_one_tensor(dtype, op):
     n = size()
-    values = np.concatenate([scatter_input(rank(), i, "Sum", dtype) for i in range(n)])
+    values = np.concatenate([scatter_input(rank(), i, op, dtype) for i in range(n)])  # (3n, 5)
     source = tensor(values, dtype)
     output = torch.zeros(SHAPE).to(getattr(torch, dtype))
-    dist.reduce_scatter_tensor(output, source)
-    assert_exactly(output, "torch", dtype, np.roll(expected_reduction("Sum", dtype), rank()))
+    dist.reduce_scatter_tensor(output, source, op=OPS[op])
+    assert_exactly(output, "torch", dtype, np.roll(expected_reduction(op, dtype), rank()))
     np.testing.assert_array_equal(as_float64(source), values)
+
+
+def test_reduce_scatter_of_non_contiguous_and_empty_tensors():
+    n = size()
+    source = (torch.arange(4 * n * 2, dtype=torch.float32).reshape(2, 4 * n) + rank()).t()
+    assert not source.is_contiguous()
+    output = torch.zeros(4, 4)[:, ::2]  # a strided view of another tensor
+    dist.reduce_scatter_tensor(output, source)
+    expected = torch.arange(4 * n * 2, dtype=torch.float32).reshape(2, 4 * n).t() * n \
+        + n * (n - 1) / 2
+    assert torch.equal(output, expected[4 * rank():4 * rank() + 4])
+    empty = torch.zeros(0, 3)
+    dist.reduce_scatter(empty, [torch.ones(0, 3) for _ in range(n)])
+    dist.reduce_scatter_tensor(empty, torch.ones(0, 3))
+    assert empty.shape == (0, 3)
+
+
+def rows(frm, to, count, width=2):
+    """The rows rank `frm` sends rank `to` in an all-to-all: small integers (exact in every
+    dtype); no two ranks' blocks alike (for up to 4 ranks), nor two rows of a block."""
+    return np.array([[16 * frm + 4 * to + 2 * k + c for c in range(width)] for k in range(count)],
+                    dtype=np.float64).reshape(count, width)
+
+
+def uneven(frm, to):
+    """How many rows rank `frm` sends rank `to` in the uneven tests: 0, 1 or 2."""
+    return (frm + 2 * to) % 3
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES)
+def test_all_to_all_single_even(dtype):
+    n = size()
+    source = tensor(np.concatenate([rows(rank(), q, 2, width=3) for q in range(n)]), dtype)
+    output = torch.zeros(2 * n, 3).to(getattr(torch, dtype))
+    dist.all_to_all_single(output, source)
+    assert_exactly(output, "torch", dtype,
+                   np.concatenate([rows(q, rank(), 2, width=3) for q in range(n)]))
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES)
+def test_all_to_all_single_uneven_splits(dtype):
+    n, r = size(), rank()
+    sends = [uneven(r, q) for q in range(n)]  # some ranks send some others nothing
+    receives = [uneven(q, r) for q in range(n)]
+    source = tensor(np.concatenate([rows(r, q, sends[q]) for q in range(n)]), dtype)
+    output = torch.full((sum(receives), 2), 99).to(getattr(torch, dtype))
+    dist.all_to_all_single(output, source, output_split_sizes=receives, input_split_sizes=sends)
+    assert_exactly(output, "torch", dtype,
+                   np.concatenate([rows(q, r, receives[q]) for q in range(n)]))
+
+
+def test_all_to_all_single_non_contiguous():
+    n = size()
+    source = torch.tensor(np.concatenate([rows(rank(), q, 2, width=4) for q in range(n)])).t()
+    source = source.contiguous().t()  # the same values, column-major
+    assert not source.is_contiguous()
+    output = torch.zeros(2 * n, 8, dtype=torch.float64)[:, ::2]
+    dist.all_to_all_single(output, source)
+    expected = np.concatenate([rows(q, rank(), 2, width=4) for q in range(n)])
+    np.testing.assert_array_equal(output.numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", TORCH_DTYPES)
+def test_all_to_all(dtype):
+    """Rank r sends rank q a tensor of (r + 1) x (q + 1): every shape differs."""
+    n, r = size(), rank()
+    inputs = [tensor(rows(r, q, r + 1, width=q + 1), dtype) for q in range(n)]
+    outputs = [torch.zeros(r + 1, q + 1).to(getattr(torch, dtype)).t() for q in range(n)]  # strided
+    dist.all_to_all(outputs, inputs)
+    for q, output in enumerate(outputs):
+        assert_exactly(output, "torch", dtype, rows(q, r, q + 1, width=r + 1))
+    for q, x in enumerate(inputs):  # inputs untouched
+        np.testing.assert_array_equal(as_float64(x), rows(r, q, r + 1, width=q + 1))
+
+
+def test_reduce_scatter_and_all_to_all_are_asynchronous_with_futures():
+    n, r = size(), rank()
+    scattered, from_one = torch.zeros(4), torch.zeros(4)
+    single, listed = torch.zeros(n, dtype=torch.int64), [torch.zeros(2) for _ in range(n)]
+    works = [
+        dist.reduce_scatter(scattered, [torch.full((4,), float(r + i)) for i in range(n)],
+                            async_op=True),
+        dist.reduce_scatter_tensor(from_one, torch.arange(4. * n) + r, async_op=True),
+        dist.all_to_all_single(single, torch.arange(n) + 10 * r, async_op=True),
+        dist.all_to_all(listed, [torch.full((2,), float(10 * r + q)) for q in range(n)],
+                        async_op=True),
+    ]
+    futures = [w.get_future() for w in works]
+    torch.futures.wait_all(futures)
+    outputs = [[scattered], [from_one], [single], listed]
+    for work, future, output in zip(works, futures, outputs):
+        assert work.is_completed() and work.is_success()
+        assert [t.data_ptr() for t in future.value()] == [t.data_ptr() for t in output]
+        assert [t.data_ptr() for t in work.result()] == [t.data_ptr() for t in output]
+        assert work.wait()
+    assert torch.equal(scattered, torch.full((4,), n * r + n * (n - 1) / 2))
+    assert torch.equal(from_one, torch.arange(4. * r, 4. * r + 4) * n + n * (n - 1) / 2)
+    assert torch.equal(single, torch.tensor([10 * q + r for q in range(n)]))
+    assert all(torch.equal(t, torch.full((2,), float(10 * q + r))) for q, t in enumerate(listed))
+
+
+@pytest.mark.parametrize("case", ["receiver_expects_other_splits", "sender_sends_more"])
+def test_all_to_all_single_split_disagreement_fails_the_receiver(case):
+    """What arrives differs from what a rank's output_split_sizes expect: that rank's call fails,
+    naming both; the other ranks' calls complete (they got what they expected); nothing hangs."""
+    n, r = size(), rank()
+    sends, receives, arrives, failing = [2] * n, [2] * n, [2] * n, 0
+    if case == "receiver_expects_other_splits" and r == 0:
+        receives = [1, 3] + [2] * (n - 2)
+    if case == "sender_sends_more":  # rank 0 sends rank 1 a row more than rank 1 expects
+        failing = 1
+        sends = [2, 3] + [2] * (n - 2) if r == 0 else sends
+        arrives = [3] + [2] * (n - 1)
+    source, output = torch.zeros(sum(sends)), torch.zeros(sum(receives))
+    work = dist.all_to_all_single(output, source, receives, sends, async_op=True)
+    if r == failing:
+        text = lambda splits: ", ".join(map(str, splits))  # noqa: E731
+        with pytest.raises(RuntimeError, match=r"all_to_all_single 'c10d\.\d+': the ranks sent "
+                                               r"this rank \[%s\] rows \(from rank 0, 1, \.\.\.\), "
+                                               r"but output_split_sizes says \[%s\]"
+                                               % (text(arrives), text(receives))):
+            work.wait()
+    else:
+        assert work.wait()
+    x = torch.ones(3)  # the runtime carries on
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((3,), float(n)))
+
+
+@pytest.mark.parametrize("call", ["all_to_all_single", "reduce_scatter_tensor"])
+def test_a_dtype_that_differs_between_ranks_fails_every_rank(call):
+    n = size()
+    dtype = torch.int32 if rank() == 0 else torch.float32
+    output = torch.zeros(n if call == "all_to_all_single" else 1, dtype=dtype)
+    with pytest.raises(RuntimeError, match=r"%s 'c10d\.\d+' failed: .*dtype differs between "
+                                           r"ranks" % call):
+        getattr(dist, call)(output, torch.ones(n, dtype=dtype))
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((3,), float(n)))
+
+
+WRONG_ALL_TO_ALL_SINGLE = {  # n ranks -> (output, input, keyword arguments, message)
+    "input splits that do not add up": lambda n: (
+        torch.zeros(2 * n), torch.zeros(2 * n), {"input_split_sizes": [1] * n},
+        re.escape("input_split_sizes %s sum to %d rows, but dimension 0 has %d"
+                  % ([1] * n, n, 2 * n))),
+    "output splits for too many ranks": lambda n: (
+        torch.zeros(2 * n), torch.zeros(2 * n), {"output_split_sizes": [2] * n + [0]},
+        "output_split_sizes has %d entries for %d ranks" % (n + 1, n)),
+    "a negative split": lambda n: (
+        torch.zeros(2 * n), torch.zeros(2 * n), {"input_split_sizes": [2 * n + 1] + [-1] * (n - 1)},
+        "input_split_sizes .* has a negative entry"),
+    "rows that do not divide": lambda n: (
+        torch.zeros(2 * n + 1), torch.zeros(2 * n + 1), {},
+        re.escape("without input_split_sizes, dimension 0 (%d rows) is split evenly among the %d "
+                  "ranks and must divide: pass input_split_sizes" % (2 * n + 1, n))),
+    "rows of another size": lambda n: (
+        torch.zeros(2 * n, 3), torch.zeros(2 * n), {},
+        re.escape("the output's rows (dimension 0) are torch.float32 with 3 elements, the "
+                  "input's torch.float32 with 1; they must agree")),
+    "scalars": lambda n: (
+        torch.zeros(()), torch.zeros(3), {},
+        re.escape("the input and the output need at least one dimension (dimension 0 is split "
+                  "among the ranks); the input has 1, the output 0")),
+}
+
+
+@pytest.mark.parametrize("case", list(WRONG_ALL_TO_ALL_SINGLE))
+def test_all_to_all_single_checks_its_arguments(case):
+    """Wrong on every rank alike: every rank raises at the call, before anything is sent."""
+    output, source, kwargs, message = WRONG_ALL_TO_ALL_SINGLE[case](size())
+    with pytest.raises(RuntimeError, match="ranktime: all_to_all_single: " + message):
+        dist.all_to_all_single(output, source, **kwargs)
+
+
+def test_all_to_all_checks_its_arguments():
+    n = size()
+    with pytest.raises(RuntimeError, match=r"all_to_all: %d output and %d input tensors for %d "
+                                           r"ranks" % (n, n + 1, n)):
+        dist.all_to_all([torch.zeros(1)] * n, [torch.zeros(1)] * (n + 1))
+    with pytest.raises(RuntimeError, match="all_to_all: an output tensor is torch.float32, "
+                                           "expected torch.int32"):
+        dist.distributed_c10d._get_default_group().alltoall(
+            [torch.zeros(1)] * n, [torch.zeros(1, dtype=torch.int32)] * n)
 
 
 def test_all_gather_object_and_broadcast_object_list():
@@ -115,7 +302,7 @@ def test_all_gather_object_and_broadcast_object_list():
 
 def test_all_reduce_coalesced():
     a = torch.full((4,), float(rank() + 1))
-    b = torch.full((2, 3), float(rank()))
+    b = torch.full((3, 2), float(rank())).t()  # not contiguous: reduced through a copy
     dist.all_reduce_coalesced([a, b])
     n = size()
     assert torch.equal(a, torch.full((4,), n * (n + 1) / 2))
@@ -240,8 +427,6 @@ def test_a_collective_from_a_future_callback_is_refused():
                                      if rank() == 0 else None, dst=0)),
     ("scatter", lambda t: dist.scatter(t, [torch.zeros(2) for _ in range(size())]
                                        if rank() == 0 else None, src=0)),
-    ("all_to_all_single", lambda t: dist.all_to_all_single(torch.zeros(2 * size()),
-                                                           torch.zeros(2 * size()))),
     ("send", lambda t: dist.send(t, dst=(rank() + 1) % size())),
     ("recv", lambda t: dist.recv(t, src=(rank() + 1) % size())),
 ])
@@ -289,3 +474,43 @@ def test_a_subgroup_is_refused_with_a_clear_error():
     match = r"new_group\(ranks=\[0\]\).*span every rank" if rank() == 0 else "Timed out"
     with pytest.raises(RuntimeError, match=match):
         dist.new_group(ranks=[0], timeout=datetime.timedelta(seconds=3))
+
+
+def test_reduce_scatter_all_to_all_and_coalesced_calls_in_the_timeline():
+    n = size()
+    path = shared_path("c10d_scatter")
+    ranktime.start_timeline(path)
+    dist.reduce_scatter(torch.zeros(2), [torch.ones(2) for _ in range(n)])
+    dist.reduce_scatter_tensor(torch.zeros(2), torch.ones(2 * n))
+    dist.all_to_all_single(torch.zeros(n), torch.ones(n))
+    dist.all_to_all([torch.zeros(1) for _ in range(n)], [torch.ones(1) for _ in range(n)])
+    dist.all_reduce_coalesced([torch.ones(3), torch.ones(2)])  # one group of two tensors
+    ranktime.stop_timeline()
+    if rank() != 0:
+        return
+    events = read_timeline(path)
+    names = process_names(events)
+    slices = []  # (call number, its tensor's suffix, operation), in call order
+    for e in events:
+        name = names.get(e["pid"], "")
+        if (e.get("ph") in ("B", "X") and e.get("tid") == 1 and name.startswith("c10d.")
+                and not e["name"].startswith(("NEGOTIATE", "MPI", "QUEUE", "MEMCPY"))):
+            number, suffix = re.fullmatch(r"c10d\.(\d+)(_\dof2)?", name).groups()
+            slices.append((int(number), suffix or "", e["name"]))
+    first = min(s[0] for s in slices)
+    assert sorted(slices) == [(first, "", "REDUCESCATTER"), (first + 1, "", "REDUCESCATTER"),
+                              (first + 2, "", "ALLTOALL"), (first + 3, "", "ALLTOALL"),
+                              (first + 4, "_1of2", "ALLREDUCE"),
+                              (first + 4, "_2of2", "ALLREDUCE")], slices
+    if os.access(CLI, os.X_OK):
+        check = subprocess.run([CLI, "check", path], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_all_reduce_coalesced_fails_as_a_whole():
+    """A group: when the ranks disagree about one tensor, no tensor is reduced, on any rank."""
+    a, b = torch.ones(3), torch.ones(2 if rank() == 0 else 4)
+    with pytest.raises(RuntimeError, match=r"all_reduce_coalesced 'c10d\.\d+' failed: group "
+                                           r"'c10d\.\d+' failed: tensor 'c10d\.\d+_2of2': shape"):
+        dist.all_reduce_coalesced([a, b])
+    assert torch.equal(a, torch.ones(3))
