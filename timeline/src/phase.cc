@@ -33,6 +33,8 @@ constexpr const char* kPhaseNames[] = {
     "MEMCPY_IN_HOST_BUFFER",
     "MEMCPY_OUT_HOST_BUFFER",
     "MPI_REDUCE",
+    "JOIN",
+    "NEGOTIATE_JOIN",
 };
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::kCount),
               "every Phase needs a name");

@@ -9,8 +9,8 @@ namespace ranktime::timeline {
 namespace {
 
 // The names themselves come from phase_name(), the writer's single list.
-constexpr std::array<Phase, 4> kOperations = {Phase::kAllreduce, Phase::kAllgather,
-                                              Phase::kBroadcast, Phase::kBarrier};
+constexpr std::array<Phase, 5> kOperations = {Phase::kAllreduce, Phase::kAllgather,
+                                              Phase::kBroadcast, Phase::kBarrier, Phase::kJoin};
 // In execution order (hierarchical stages included): the order tables list them in.
 constexpr std::array<Phase, 16> kSubphases = {
     Phase::kQueue,

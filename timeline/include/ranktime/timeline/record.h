@@ -38,6 +38,9 @@ enum class Phase : uint8_t {
   kMemcpyInHostBuffer,
   kMemcpyOutHostBuffer,
   kMpiReduce,  // host-aware allreduce: the reduction inside a host
+  // join (an operation slice and its negotiation: every rank's tick is when it joined).
+  kJoin,
+  kNegotiateJoin,
   kCount
 };
 
