@@ -13,7 +13,7 @@
 namespace ranktime {
 
 // Whether requests of this kind may be cached: not allgather (first dimensions vary per rank and
-// step), not the timeline controls, not a request carrying a local error.
+// step), not the control operations (is_control_op), not a request carrying a local error.
 bool cacheable(const Request& q);
 
 // Whether two requests ask for the same thing (all but the ready time).
