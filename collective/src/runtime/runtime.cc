@@ -33,7 +33,8 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
       clock_(config.test_clock_skew_us * 1000),
       world_(std::move(world)),
       channel_(&world_->control()),
-      placement_(world_->placement()) {
+      placement_(world_->placement()),
+      sets_(placement_.rank, placement_.size) {
   set_log_context(rank(), config_.log_level);
   for (const auto& [name, value] : config_.describe()) RANKTIME_LOG(kDebug, name << "=" << value);
 
@@ -59,8 +60,9 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
                         static_cast<uint64_t>(config_.timeline_max_mb * (1 << 20)),
                         static_cast<uint64_t>(config_.timeline_keep_files));
   if (rank() == 0) {
-    coordinator_ = std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
-                                                 static_cast<size_t>(config_.cache_capacity));
+    coordinator_ =
+        std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
+                                      static_cast<size_t>(config_.cache_capacity), &sets_.table());
     inspector_ = std::make_unique<Inspector>(size(), config_, &hostnames_);
   }
   finals_.assign(size(), 0);
@@ -115,11 +117,17 @@ timeline::RunMetadata Runtime::run_metadata(bool mark_cycles) const {
 }
 
 Handle Runtime::submit(OpType op, const TensorView& view, const std::string& name,
-                       ReduceOp reduce_op, int root, std::string argument, uint8_t flags) {
+                       ReduceOp reduce_op, int root, std::string argument, uint8_t flags,
+                       int32_t process_set) {
+  std::string set_name = name;
+  ProcessSetRegistry::Refusal refusal = sets_.check(process_set, op, root, view.device, &set_name);
   std::string local_error;
   auto entry = make_entry(
-      op, view, name, reduce_op, root, std::move(argument), flags,
+      op, view, set_name, reduce_op, root, std::move(argument), flags,
       [this](int device) { return world_->check_device(device); }, &local_error);
+  entry->request.process_set = process_set;
+  if (entry->request.error.empty()) entry->request.error = std::move(refusal.request);
+  if (local_error.empty()) local_error = std::move(refusal.local);
   return queue_.submit(std::move(entry), local_error, clock_);
 }
 
@@ -294,28 +302,17 @@ bool Runtime::coordinator_step() {
 
 void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
   for (const Response& r : list.responses) {
-    entries_scratch_.clear();
-    for (const std::string& name : r.names) {
-      auto it = in_flight_.find(name);
-      if (it == in_flight_.end()) {
-        RANKTIME_LOG(kError,
-                     "rank 0 scheduled tensor '" << name << "', which this rank never submitted");
-        continue;
+    if (r.op == OpType::kAddProcessSet || r.op == OpType::kRemoveProcessSet ||
+        r.op == OpType::kJoin) {
+      entries_scratch_.clear();
+      for (const std::string& name : r.names) {
+        auto it = in_flight_.find(name);
+        if (it != in_flight_.end()) entries_scratch_.push_back(it->second.get());
       }
-      entries_scratch_.push_back(it->second.get());
-    }
-    if (entries_scratch_.size() != r.names.size()) {
-      for (TensorEntry* e : entries_scratch_) {
-        complete(e, Status::Error("tensor '" + e->request.name +
-                                  "': internal error: inconsistent response"));
-      }
+      execute_set_change(r, entries_scratch_);
       continue;
     }
-    if (rank() != 0) {
-      for (size_t i = 0; i < entries_scratch_.size(); ++i) {
-        worker_cache_.learn(entries_scratch_[i]->request, r.cache_ids.empty() ? 0 : r.cache_ids[i]);
-      }
-    }
+    if (!gather_entries(r)) continue;
     if (r.op == OpType::kTimelineStart || r.op == OpType::kTimelineStop) {
       execute_control(r, entries_scratch_);
       continue;
@@ -324,7 +321,10 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
       for (TensorEntry* e : entries_scratch_) complete(e, Status::Error(r.error));
       continue;
     }
-    Backend& backend = device_ && r.device != kCpuDevice ? *device_ : *host_;
+    Backend* set_backend = sets_.backend(r.process_set);
+    Backend& backend = set_backend                         ? *set_backend
+                       : device_ && r.device != kCpuDevice ? *device_
+                                                           : *host_;
     if (!backend.completes_in_enqueue()) {
       backend.enqueue(r, entries_scratch_, arrival_ns);  // completes later, on its own terms
       continue;
@@ -332,7 +332,8 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
     liveness_->executing(&r);
     backend.enqueue(r, entries_scratch_, arrival_ns);
     liveness_->executing(nullptr);
-    liveness_->collective_done(clock_.now_ns());  // every rank was alive
+    // Every rank was alive (a process set's collective says so of its members only).
+    if (r.process_set == kGlobalSet) liveness_->collective_done(clock_.now_ns());
     deliver(backend);
   }
   if (!list.cache_evicted.empty()) worker_cache_.evict(list.cache_evicted);
@@ -402,9 +403,11 @@ void Runtime::drain_backends() {
 
 void Runtime::complete(TensorEntry* entry, const Status& status) {
   auto handle = entry->handle;
-  const std::string name = entry->request.name;  // the entry dies with its map node
-  queue_.release(name);  // before waking the waiter: it may reuse the name at once
-  in_flight_.erase(name);
+  auto it = in_flight_.find(entry->request.name);
+  if (it != in_flight_.end() && it->second.get() == entry) {  // not a joined rank's zeros
+    queue_.release(it->first);  // before waking the waiter: it may reuse the name at once
+    in_flight_.erase(it);       // the entry dies with its map node
+  }
   handle->complete(status);
 }
 

@@ -25,8 +25,10 @@ class MpiBackend final : public InlineBackend {
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
   // `hosts`: allreduce host-aware over these groups (every rank of comm must pass them, or
   // none); null: flat. `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
+  // `owns_comm`: frees comm with the backend (a process set's).
   MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
-             std::shared_ptr<const HostGroups> hosts = nullptr, std::string test_fail_local = {});
+             std::shared_ptr<const HostGroups> hosts = nullptr, std::string test_fail_local = {},
+             bool owns_comm = false);
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -63,6 +65,7 @@ class MpiBackend final : public InlineBackend {
   MPI_Op half_ops_[2][kNumReduceOps] = {};
   std::shared_ptr<const HostGroups> hosts_;  // set when allreducing host-aware
   std::vector<uint8_t> fusion_;
+  bool owns_comm_ = false;
 };
 
 }  // namespace ranktime
