@@ -6,7 +6,8 @@ reduce or receive into a fresh contiguous copy, and in-place forms on a non-cont
 on a contiguous copy that is written back when the handle completes.
 """
 
-from . import _core, _names, _tensors
+from . import _core, _names, _process_sets, _tensors
+from ._process_sets import global_process_set
 
 Average = _core.Average
 
@@ -165,47 +166,59 @@ def _check_op(op):
 
 # --- allreduce ---------------------------------------------------------------------------------
 
-def allreduce_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
-    """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle.
+def _allreduce_start(op, process_set):
+    _check_op(op)
+    process_set_id = _process_sets.id_of(process_set)
+    return lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k, process_set_id)
+
+
+def allreduce_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
+    """Starts reducing `tensor` over all ranks (or those of `process_set`, a ProcessSet) into a
+    new tensor; returns a Handle.
 
     Each rank's tensor is multiplied by prescale_factor before the reduction, the result by
     postscale_factor after it (in float64 for integer types, float32 for 16-bit floats, then
     cast back, truncating toward zero, as Horovod does).
     """
-    _check_op(op)
-    return _submit_on_copy("allreduce", name,
-                           lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor,
+    return _submit_on_copy("allreduce", name, _allreduce_start(op, process_set), tensor,
                            prescale_factor, postscale_factor)
 
 
-def allreduce_async_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_async_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
     """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
-    _check_op(op)
-    return _submit_in_place("allreduce", name,
-                            lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor,
+    return _submit_in_place("allreduce", name, _allreduce_start(op, process_set), tensor,
                             prescale_factor, postscale_factor)
 
 
-def allreduce(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
     """Returns the reduction (default: the average) of `tensor` over all ranks, as a new tensor.
 
-    Average on integer types is the sum divided by size(), truncated toward zero.
+    Average on integer types is the sum divided by the number of ranks (of the process set),
+    truncated toward zero.
     """
-    return allreduce_async(tensor, name, op, prescale_factor, postscale_factor).wait()
+    return allreduce_async(tensor, name, op, prescale_factor, postscale_factor,
+                           process_set).wait()
 
 
-def allreduce_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
     """Reduces `tensor` over all ranks in place and returns it."""
-    return allreduce_async_(tensor, name, op, prescale_factor, postscale_factor).wait()
+    return allreduce_async_(tensor, name, op, prescale_factor, postscale_factor,
+                            process_set).wait()
 
 
 # --- allgather ---------------------------------------------------------------------------------
 
-def allgather_async(tensor, name=None):
-    """Starts concatenating every rank's `tensor` along dimension 0; returns a Handle.
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating every rank's `tensor` along dimension 0 (the ranks of `process_set`,
+    in rank order); returns a Handle.
 
     Dimension 0 may differ between ranks; the others must agree.
     """
+    process_set_id = _process_sets.id_of(process_set)
     framework, x = _tensors.classify(tensor)
     if len(x.shape) == 0:
         raise ValueError("ranktime: allgather needs a tensor with at least one dimension (it "
@@ -217,34 +230,40 @@ def allgather_async(tensor, name=None):
         operation.copy_output_into(output)
         return framework.to_device_of(output, source)
 
-    return _submit("allgather", name, _core.allgather_async, framework, source, finish)
+    def start(t, n, e, k):
+        return _core.allgather_async(t, n, e, k, process_set_id)
+
+    return _submit("allgather", name, start, framework, source, finish)
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, process_set=global_process_set):
     """Returns every rank's `tensor` concatenated along dimension 0, in rank order."""
-    return allgather_async(tensor, name).wait()
+    return allgather_async(tensor, name, process_set).wait()
 
 
 # --- broadcast ---------------------------------------------------------------------------------
 
-def broadcast_async(tensor, root_rank, name=None):
-    """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle."""
-    return _submit_on_copy("broadcast", name,
-                           lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k), tensor)
+def _broadcast_start(root_rank, process_set):
+    process_set_id = _process_sets.id_of(process_set)
+    return lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k, process_set_id)
 
 
-def broadcast_async_(tensor, root_rank, name=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle.
+    root_rank is a global rank, also with a process set."""
+    return _submit_on_copy("broadcast", name, _broadcast_start(root_rank, process_set), tensor)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts overwriting `tensor` with root_rank's in place; the handle's result is `tensor`."""
-    return _submit_in_place("broadcast", name,
-                            lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k),
-                            tensor)
+    return _submit_in_place("broadcast", name, _broadcast_start(root_rank, process_set), tensor)
 
 
-def broadcast(tensor, root_rank, name=None):
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's `tensor` on every rank, as a new tensor."""
-    return broadcast_async(tensor, root_rank, name).wait()
+    return broadcast_async(tensor, root_rank, name, process_set).wait()
 
 
-def broadcast_(tensor, root_rank, name=None):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites `tensor` with root_rank's in place and returns it."""
-    return broadcast_async_(tensor, root_rank, name).wait()
+    return broadcast_async_(tensor, root_rank, name, process_set).wait()

@@ -13,8 +13,9 @@ import warnings
 import numpy as np
 import torch
 
-from . import _collectives, _core, _names
+from . import _collectives, _core, _names, _process_sets
 from ._core import Average, Max, Min, Product, Sum
+from ._process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 
 _names.skip_frames_in(os.path.dirname(torch.autograd.function.__file__))
 
@@ -27,22 +28,6 @@ class _Adasum:
 
 
 Adasum = _Adasum()
-
-
-class _GlobalProcessSet:
-    """Horovod's process set of all ranks, the only one ranktime has so far."""
-
-    def __repr__(self):
-        return "global_process_set"
-
-
-global_process_set = _GlobalProcessSet()
-
-
-def _check_process_set(process_set):
-    if process_set is not None and process_set is not global_process_set:
-        raise NotImplementedError("ranktime: process sets other than global_process_set are not "
-                                  "supported yet; collectives run over all ranks")
 
 
 def _resolve_op(op, average):
@@ -64,7 +49,7 @@ def _resolve_op(op, average):
 
 def _check(tensor, process_set):
     """What every collective checks first: the process set, and that `tensor` is dense."""
-    _check_process_set(process_set)
+    _process_sets.id_of(process_set)
     if isinstance(tensor, torch.Tensor) and tensor.layout != torch.strided:
         raise ValueError(
             "ranktime: %s tensors are not supported by the collectives; pass tensor.to_dense() "
@@ -112,7 +97,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle."""
     _check(tensor, process_set)
     return _collectives.allreduce_async(tensor, name, _resolve_op(op, average),
-                                        prescale_factor, postscale_factor)
+                                        prescale_factor, postscale_factor, process_set)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -120,7 +105,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
     _check(tensor, process_set)
     return _collectives.allreduce_async_(tensor, name, _resolve_op(op, average), prescale_factor,
-                                         postscale_factor)
+                                         postscale_factor, process_set)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -139,16 +124,16 @@ class _Allreduce(torch.autograd.Function):
     """The gradient of an allreduce is the same allreduce of the output's gradient."""
 
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, process_set):
         handle = _collectives.allreduce_async(tensor, name, op, prescale_factor,
-                                              postscale_factor)
-        ctx.args = (_grad_name(handle), op, prescale_factor, postscale_factor)
+                                              postscale_factor, process_set)
+        ctx.args = (_grad_name(handle), op, prescale_factor, postscale_factor, process_set)
         return handle.wait()
 
     @staticmethod
     def backward(ctx, grad_output):
         return (_collectives.allreduce(grad_output.contiguous(), *ctx.args), None, None, None,
-                None)
+                None, None)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
@@ -159,25 +144,27 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     _check(tensor, process_set)
     op = _resolve_op(op, average)
     compressed, ctx = compression.compress(tensor)
-    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
+    reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
+                               process_set)
     return compression.decompress(reduced, ctx)
 
 
 class _SparseHandle:
     """sparse_allreduce_async's handle: call it (as in Horovod) or wait() for the result."""
 
-    def __init__(self, tensor, name, op):
-        self._shape, self._op = tensor.shape, op
+    def __init__(self, tensor, name, op, process_set):
+        self._shape, self._op, self._process_set = tensor.shape, op, process_set
         # Rows of indices, so that allgather's concatenation along dimension 0 joins them.
         self._indices = _collectives.allgather_async(
-            tensor._indices().transpose(0, 1).contiguous(), name + ".indices")
-        self._values = _collectives.allgather_async(tensor._values(), name + ".values")
+            tensor._indices().transpose(0, 1).contiguous(), name + ".indices", process_set)
+        self._values = _collectives.allgather_async(tensor._values(), name + ".values",
+                                                    process_set)
 
     def wait(self):
         values = self._values.wait()
         indices = self._indices.wait()
         if self._op is Average:
-            values = values / _core.size()
+            values = values / _process_sets.size_of(self._process_set)
         return torch.sparse_coo_tensor(indices.transpose(0, 1), values, self._shape)
 
     __call__ = wait
@@ -190,11 +177,11 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Sums (op=Sum) or averages (op=Average) a sparse COO tensor over all ranks, as Horovod:
     two allgathers, ``allgather.<name>.indices`` and ``allgather.<name>.values``; the result
     (from ``handle()`` or ``handle.wait()``) is uncoalesced."""
-    _check_process_set(process_set)
+    _process_sets.id_of(process_set)
     if op is not Sum and op is not Average:
         raise ValueError("ranktime: sparse_allreduce_async supports Sum and Average, not %r"
                          % (op,))
-    return _SparseHandle(tensor, name, op)
+    return _SparseHandle(tensor, name, op, process_set)
 
 
 # --- allgather ---------------------------------------------------------------------------------
@@ -202,33 +189,35 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts concatenating every rank's `tensor` along dimension 0; returns a Handle."""
     _check(tensor, process_set)
-    return _collectives.allgather_async(tensor, name)
+    return _collectives.allgather_async(tensor, name, process_set)
 
 
 class _Allgather(torch.autograd.Function):
     """Horovod's gradient: the output's gradient averaged over ranks, this rank's rows of it."""
 
     @staticmethod
-    def forward(ctx, tensor, name):
-        handle = _collectives.allgather_async(tensor, name)
+    def forward(ctx, tensor, name, process_set):
+        handle = _collectives.allgather_async(tensor, name, process_set)
         ctx.rows = tensor.shape[0]
         ctx.name = _grad_name(handle)
+        ctx.process_set = process_set
         return handle.wait()
 
     @staticmethod
     def backward(ctx, grad_output):
-        reduced = _collectives.allreduce(grad_output.contiguous(), ctx.name, Average)
+        reduced = _collectives.allreduce(grad_output.contiguous(), ctx.name, Average,
+                                         process_set=ctx.process_set)
         rows = _collectives.allgather(torch.tensor([ctx.rows], dtype=torch.int64),
-                                      ctx.name + ".rows")
-        offset = int(rows[:_core.rank()].sum())
-        return reduced.narrow(0, offset, ctx.rows), None
+                                      ctx.name + ".rows", ctx.process_set)
+        offset = int(rows[:_process_sets.rank_in(ctx.process_set)].sum())
+        return reduced.narrow(0, offset, ctx.rows), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Returns every rank's `tensor` concatenated along dimension 0, in rank order; gradients
     flow through it."""
     _check(tensor, process_set)
-    return _Allgather.apply(tensor, name)
+    return _Allgather.apply(tensor, name, process_set)
 
 
 # --- broadcast ---------------------------------------------------------------------------------
@@ -236,13 +225,13 @@ def allgather(tensor, name=None, process_set=global_process_set):
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle."""
     _check(tensor, process_set)
-    return _collectives.broadcast_async(tensor, root_rank, name)
+    return _collectives.broadcast_async(tensor, root_rank, name, process_set)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts overwriting `tensor` with root_rank's in place; the handle's result is `tensor`."""
     _check(tensor, process_set)
-    return _collectives.broadcast_async_(tensor, root_rank, name)
+    return _collectives.broadcast_async_(tensor, root_rank, name, process_set)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -255,24 +244,26 @@ class _Broadcast(torch.autograd.Function):
     elsewhere."""
 
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        handle = _collectives.broadcast_async(tensor, root_rank, name)
+    def forward(ctx, tensor, root_rank, name, process_set):
+        handle = _collectives.broadcast_async(tensor, root_rank, name, process_set)
         ctx.root_rank = root_rank
         ctx.name = _grad_name(handle)
+        ctx.process_set = process_set
         return handle.wait()
 
     @staticmethod
     def backward(ctx, grad_output):
-        reduced = _collectives.allreduce(grad_output.contiguous(), ctx.name, Average)
+        reduced = _collectives.allreduce(grad_output.contiguous(), ctx.name, Average,
+                                         process_set=ctx.process_set)
         if _core.rank() != ctx.root_rank:
             reduced.zero_()
-        return reduced, None, None
+        return reduced, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's `tensor` on every rank, as a new tensor; gradients flow through it."""
     _check(tensor, process_set)
-    return _Broadcast.apply(tensor, root_rank, name)
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
 # --- objects -----------------------------------------------------------------------------------
@@ -292,8 +283,8 @@ def allgather_object(obj, name=None):
     return [pickle.loads(gathered[end - size:end].tobytes()) for size, end in zip(sizes, ends)]
 
 
-def broadcast_object(obj, root_rank=0, name=None):
-    """Returns root_rank's `obj` (any picklable object) on every rank.
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root_rank's `obj` (any picklable object) on every rank (of `process_set`).
 
     Sent as two broadcasts, ``broadcast.<name>.size`` and ``broadcast.<name>.data``; `name`
     defaults to ``object``.
@@ -308,15 +299,16 @@ def broadcast_object(obj, root_rank=0, name=None):
     else:
         payload = None
         size = np.zeros(1, dtype=np.int64)
-    _collectives.broadcast_(size, root_rank, name=name + ".size")
+    _collectives.broadcast_(size, root_rank, name + ".size", process_set)
     if payload is None:
         payload = np.empty(int(size[0]), dtype=np.uint8)
-    _collectives.broadcast_(payload, root_rank, name=name + ".data")
+    _collectives.broadcast_(payload, root_rank, name + ".data", process_set)
     return torch.load(io.BytesIO(payload.tobytes()))
 
 
 __all__ = [
     "Adasum", "Average", "Compression", "Max", "Min", "Product", "Sum", "global_process_set",
+    "ProcessSet", "add_process_set", "remove_process_set",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "sparse_allreduce_async",
     "allgather", "allgather_async", "allgather_object",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
