@@ -322,6 +322,13 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
       continue;
     }
     Backend* set_backend = sets_.backend(r.process_set);
+    if (r.process_set != kGlobalSet && set_backend == nullptr) {  // never: members have one
+      for (TensorEntry* e : entries_scratch_) {
+        complete(e, Status::Error("tensor '" + e->request.name + "': internal error: no " +
+                                  "backend for process set " + std::to_string(r.process_set)));
+      }
+      continue;
+    }
     Backend& backend = set_backend                         ? *set_backend
                        : device_ && r.device != kCpuDevice ? *device_
                                                            : *host_;
