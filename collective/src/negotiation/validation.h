@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/message.h"
+#include "negotiation/process_sets.h"
 
 namespace ranktime {
 
@@ -26,8 +27,12 @@ std::string check_arguments(OpType op, const TensorView& view, const std::vector
                             int size);
 
 // Checks that every rank's request for one tensor agrees. Returns "" or a message naming the
-// tensor, the field that differs and each rank's value.
-std::string validate_requests(const std::vector<Request>& by_rank);
+// tensor, the field that differs and each rank's value. `ranks`: the rank of each request, when
+// they are not every rank in order (a process set's members, ranks that did not join); `set`: the
+// process set of the tensor (a broadcast's root must be one of its ranks); null: every rank.
+std::string validate_requests(const std::vector<Request>& by_rank,
+                              const std::vector<int>* ranks = nullptr,
+                              const ProcessSet* set = nullptr);
 
 // Byte size of a request's tensor on the submitting rank.
 int64_t request_bytes(const Request& request);
