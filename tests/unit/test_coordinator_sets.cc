@@ -2,7 +2,9 @@
 // their ticks are in its negotiation, errors name the set and its ranks, a removed set's pending
 // tensors fail; a joined rank counts as having asked for the others' allreduces (which then carry
 // the sizes of its zeros), other operations fail while ranks have joined, the response cache
-// goes on working through a join.
+// goes on working through a join; a set's groups are held per set and fail with it; reducescatter
+// and alltoall fail while ranks have joined (Horovod's rule), a joined rank's group allreduce is
+// zeros.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -313,6 +315,68 @@ TEST_F(CoordinatorSets, CachedTensorsGoOnThroughAJoin) {
   EXPECT_THAT(negotiations_[0].ranks, ElementsAre(0, 1, 2));
   EXPECT_THAT(negotiations_[0].ready_ns, ElementsAre(10, 20, 10));
   EXPECT_EQ(negotiations_[0].joined, 1);
+}
+
+// Tensor `i` of `n` of group `group`, as the runtime names a set's: the group's name carries the
+// set's label, so that groups of the same name in different sets are held apart.
+Request grouped(const std::string& group, int i, int n, int32_t set,
+                OpType op = OpType::kAllreduce) {
+  Request q = request(group + "_" + std::to_string(i) + "of" + std::to_string(n), 1, set, op);
+  q.group = group;
+  q.group_size = static_cast<uint32_t>(n);
+  return q;
+}
+
+TEST_F(CoordinatorSets, GroupsAreHeldPerSetBesideFailuresAndFailWithTheirSet) {
+  sets_.add(1, {0, 1});
+  sets_.add(2, {1, 2});
+  Coordinator c(4, &ids_, 0, &sets_);
+  c.add(3, request("stray", 1, 1));  // not a member: fails at once, beside the groups
+  for (int r : {0, 1}) {
+    for (int i = 1; i <= 2; ++i) c.add(r, grouped("g [set 1]", i, 2, 1, OpType::kReducescatter));
+  }
+  for (int r : {1, 2}) c.add(r, grouped("g [set 2]", 1, 2, 2));  // its second tensor never comes
+  std::vector<Response> ready = take(c);
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].error, "tensor 'stray': rank 3 is not in process set 1 (ranks 0,1)");
+  EXPECT_EQ(ready[1].error, "");
+  EXPECT_EQ(ready[1].op, OpType::kReducescatter);
+  EXPECT_EQ(ready[1].process_set, 1);
+  EXPECT_EQ(ready[1].names,
+            (std::vector<std::string>{"g [set 1]_1of2", "g [set 1]_2of2"}));  // one execution
+  ASSERT_EQ(negotiations_.size(), 2u) << "one per tensor of the group, none for the failure";
+  for (const Negotiation& n : negotiations_) EXPECT_THAT(n.ranks, ElementsAre(0, 1));
+  EXPECT_EQ(c.pending(), 1u) << "set 2's group holds its first tensor";
+
+  for (int r = 0; r < 4; ++r) c.add(r, control(OpType::kRemoveProcessSet, "2"));
+  ready = take(c);
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].names, (std::vector<std::string>{"g [set 2]_1of2"}));
+  EXPECT_EQ(ready[0].error,
+            "process set 2 (ranks 1,2) was removed while tensor 'g [set 2]_1of2' was in flight");
+  EXPECT_EQ(ready[1].op, OpType::kRemoveProcessSet);
+  EXPECT_EQ(ready[1].error, "");
+  EXPECT_EQ(c.pending(), 0u);
+}
+
+TEST_F(CoordinatorSets, ReducescatterAndAlltoallFailWhileARankHasJoinedGroupsGetZeros) {
+  Coordinator c(3, &ids_);
+  c.add(1, control(OpType::kJoin, "", 1));
+  for (int r : {0, 2}) {
+    c.add(r, request("rs", 1, kGlobalSet, OpType::kReducescatter));
+    c.add(r, request("a2a", 1, kGlobalSet, OpType::kAlltoall));
+    for (int i = 1; i <= 2; ++i) c.add(r, grouped("sum", i, 2, kGlobalSet));
+  }
+  std::vector<Response> ready = take(c);
+  ASSERT_EQ(ready.size(), 3u);
+  EXPECT_EQ(ready[0].error,
+            "tensor 'rs': reducescatter is not supported while ranks have joined (rank 1 called "
+            "join()): a joined rank takes part only in allreduces and barriers");
+  EXPECT_THAT(ready[1].error,
+              HasSubstr("tensor 'a2a': alltoall is not supported while ranks have joined"));
+  EXPECT_EQ(ready[2].error, "");
+  EXPECT_EQ(ready[2].names, (std::vector<std::string>{"sum_1of2", "sum_2of2"}));
+  EXPECT_EQ(ready[2].tensor_sizes, (std::vector<int64_t>{4, 4})) << "rank 1 reduces zeros";
 }
 
 }  // namespace

@@ -482,9 +482,11 @@ void Coordinator::hold_groups(const std::vector<GroupOf>& groups, std::vector<Re
   for (size_t i = 0; i < singles->size(); ++i) {
     Negotiation& n = (*negotiations)[first + i];
     if (groups[i].size == 0) {
-      (*singles)[kept] = std::move((*singles)[i]);
-      (*bytes)[kept] = (*bytes)[i];
-      (*negotiations)[first + kept] = std::move(n);
+      if (kept != i) {  // a vector moved onto itself would be left empty
+        (*singles)[kept] = std::move((*singles)[i]);
+        (*bytes)[kept] = (*bytes)[i];
+        (*negotiations)[first + kept] = std::move(n);
+      }
       ++kept;
       continue;
     }
@@ -524,12 +526,15 @@ std::vector<Response> Coordinator::release(const std::string& name, HeldGroup& g
       error = m.error;
       break;
     }
+    // (A process set and a joined rank's sizes are the same for a whole group as the API makes
+    // it: its tensors are submitted together, in one set.)
     if (m.op != lead.op || m.reduce_op != lead.reduce_op || m.device != lead.device ||
-        m.root != lead.root) {
+        m.root != lead.root || m.process_set != lead.process_set ||
+        m.tensor_sizes.empty() != lead.tensor_sizes.empty()) {
       error = "tensor '" + m.names[0] + "' differs from tensor '" + lead.names[0] +
-              "' in operation, reduction or device (" + op_type_name(m.op) + " on device " +
-              std::to_string(m.device) + " vs " + op_type_name(lead.op) + " on device " +
-              std::to_string(lead.device) + ")";
+              "' in operation, reduction, device or process set (" + op_type_name(m.op) +
+              " on device " + std::to_string(m.device) + " vs " + op_type_name(lead.op) +
+              " on device " + std::to_string(lead.device) + ")";
       break;
     }
   }
