@@ -1,7 +1,9 @@
 """Process sets and join from Python, as Horovod 0.28.1 has them (ranktime and ranktime.torch):
-sets that overlap in time, every operation over a set exact, the ProcessSet API, errors naming the
-set and its ranks; join with uneven numbers of batches (exact averages over every rank, through
-DistributedOptimizer too); and the timeline of both, which `ranktime check` accepts, each set's
+sets that overlap in time, every operation over a set exact (reducescatter, alltoall and the
+grouped ones too, every dtype, their gradients against a single-process reference), the
+ProcessSet API, errors naming the set and its ranks; join with uneven numbers of batches (exact
+averages over every rank, through DistributedOptimizer too), reducescatter and alltoall refused
+while a rank has joined; and the timeline of both, which `ranktime check` accepts, each set's
 tensors labelled and ticked by its members only."""
 
 import os
@@ -14,7 +16,8 @@ from torch import nn
 
 import ranktime
 import ranktime.torch as hvd
-from conftest import FRAMEWORK_DTYPES, as_float64, make
+from conftest import FRAMEWORK_DTYPES, as_float64, assert_exactly, make
+from test_ops import contribution, expected_reduction
 from test_timeline import CLI, read_timeline, shared_path
 
 torch.set_num_threads(1)
@@ -98,6 +101,112 @@ def test_every_operation_over_overlapping_sets_in_flight_at_once(sets, framework
             np.testing.assert_array_equal(got, want)
     for s in mine(sets):
         ranktime.barrier(process_set=s)
+
+
+def split_rows(dim0, n):
+    """Horovod's reducescatter split among n ranks: (first row, rows) of each."""
+    return [(q * (dim0 // n) + min(q, dim0 % n), dim0 // n + (1 if q < dim0 % n else 0))
+            for q in range(n)]
+
+
+def sent(frm, to, rows):
+    """What rank `frm` sends rank `to` in an alltoall: `rows` rows of 2 small integers."""
+    return np.array([[(frm * 5 + to * 3 + k) % 11, k % 4] for k in range(rows)],
+                    dtype=np.float64).reshape(rows, 2)
+
+
+@pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)
+def test_reducescatter_alltoall_and_groups_over_overlapping_sets(sets, framework, dtype):
+    """Every set's operations in flight at once with the same names; the split count is the
+    set's size, ranks are the set's; results exact over the set's members."""
+    r = ranktime.rank()
+    other = "int32" if dtype == "float16" else "float16"
+    work = []
+    for s in mine(sets):
+        n, me = s.size(), s.rank()
+        dim0 = 2 * n + 1  # uneven unless n == 1
+        ops = {op: ranktime.reducescatter_async(
+            make(framework, contribution(r, op, dtype, (dim0, 3)), dtype), "rs." + op,
+            getattr(ranktime, op), process_set=s) for op in ("Sum", "Average", "Max")}
+        count = lambda frm, to: (frm + 2 * to) % 3  # noqa: E731 (by place in the set)
+        x = make(framework, np.concatenate([sent(r, q, count(me, i))
+                                            for i, q in enumerate(s.ranks)]), dtype)
+        a2a = ranktime.alltoall_async(x, [count(me, i) for i in range(n)], "a2a", process_set=s)
+        shapes, dtypes = [(n + 1, 2), (2 * n, 3)], [dtype, other]
+        group = [make(framework, contribution(r, "Sum", d, sh), d) for d, sh in zip(dtypes, shapes)]
+        g_sum = ranktime.grouped_allreduce_async(group, "g", ranktime.Sum, process_set=s)
+        g_rs = ranktime.grouped_reducescatter_async(group, "g", ranktime.Sum, process_set=s)
+        rows = [make(framework, np.full((me + t, 2), 10 * r + t), d) for t, d in enumerate(dtypes)]
+        g_ag = ranktime.grouped_allgather_async(rows, "g", process_set=s)
+        work.append((s, dim0, ops, count, a2a, shapes, dtypes, g_sum, g_rs, g_ag))
+    for s, dim0, ops, count, a2a, shapes, dtypes, g_sum, g_rs, g_ag in reversed(work):
+        n, me = s.size(), s.rank()
+        first, rows_here = split_rows(dim0, n)[me]
+        for op, handle in ops.items():
+            want = expected_reduction(op, dtype, (dim0, 3), s.ranks)
+            want = as_float64(make(framework, want, dtype))[first:first + rows_here]
+            assert_exactly(handle.wait(), framework, dtype, want)
+        output, received = a2a.wait()
+        assert_exactly(output, framework, dtype,
+                       np.concatenate([sent(q, r, count(i, me)) for i, q in enumerate(s.ranks)]))
+        assert received.tolist() == [count(i, me) for i in range(n)]
+        for t, d, sh in zip(g_sum.wait(), dtypes, shapes):
+            assert_exactly(t, framework, d, expected_reduction("Sum", d, sh, s.ranks))
+        for t, d, sh in zip(g_rs.wait(), dtypes, shapes):
+            part_first, part_rows = split_rows(sh[0], n)[me]
+            assert_exactly(t, framework, d, expected_reduction("Sum", d, sh, s.ranks)
+                           [part_first:part_first + part_rows])
+        for t, (g, d) in enumerate(zip(g_ag.wait(), dtypes)):
+            assert_exactly(g, framework, d, np.concatenate(
+                [np.full((i + t, 2), 10 * q + t) for i, q in enumerate(s.ranks)]))
+    for s in mine(sets):
+        ranktime.barrier(process_set=s)
+
+
+def weights(q, shape):
+    """Rank q's weights in its loss, (q + 1) * (index + 1) / 8."""
+    return (torch.arange(int(np.prod(shape)), dtype=torch.float64).reshape(shape) + 1) * (q + 1) / 8
+
+
+def test_gradients_of_reducescatter_alltoall_and_groups_over_a_set(sets):
+    """Horovod's gradients, over the set: checked against one process computing the set's
+    members' losses (reducescatter's is the set's size times the sum of its members' losses)."""
+    r = ranktime.rank()
+    for s in mine(sets):
+        n, me = s.size(), s.rank()
+        dim0 = 2 * n + 1
+        x = (torch.arange(dim0 * 2, dtype=torch.float64).reshape(dim0, 2) + r).requires_grad_()
+        y = hvd.reducescatter(x, op=hvd.Sum, name="grad.rs", process_set=s)
+        (y * weights(r, y.shape)).sum().backward()
+        xs = {q: (torch.arange(dim0 * 2, dtype=torch.float64).reshape(dim0, 2) + q)
+              .requires_grad_() for q in s.ranks}
+        total = sum(xs.values())
+        (n * sum((total[f:f + k] * weights(q, (k, 2))).sum()
+                 for q, (f, k) in zip(s.ranks, split_rows(dim0, n)))).backward()
+        assert torch.equal(x.grad, xs[r].grad)
+
+        count = lambda frm, to: 1 + (frm + to) % 2  # noqa: E731 (by place in the set)
+        rows = sum(count(me, i) for i in range(n))
+        a = (torch.arange(rows * 2, dtype=torch.float64).reshape(rows, 2) + 10 * r).requires_grad_()
+        out, _ = hvd.alltoall(a, torch.tensor([count(me, i) for i in range(n)]), name="grad.a2a",
+                              process_set=s)
+        (out * weights(r, out.shape)).sum().backward()
+        refs = [(torch.arange(sum(count(i, j) for j in range(n)) * 2, dtype=torch.float64)
+                 .reshape(-1, 2) + 10 * q).requires_grad_() for i, q in enumerate(s.ranks)]
+        pieces = [torch.split(ref, [count(i, j) for j in range(n)]) for i, ref in enumerate(refs)]
+        outputs = [torch.cat([pieces[i][j] for i in range(n)]) for j in range(n)]
+        sum((o * weights(q, o.shape)).sum() for q, o in zip(s.ranks, outputs)).backward()
+        assert torch.equal(a.grad, refs[me].grad)
+
+        # grouped_allgather: Horovod's convention, the mean over the set of its members' losses.
+        g = [torch.full((me + 1, 2), float(r), dtype=torch.float64, requires_grad=True)]
+        gathered, = hvd.grouped_allgather(g, name="grad.g.ag", process_set=s)
+        (gathered * weights(r, gathered.shape)).sum().backward()
+        parts = [torch.full((i + 1, 2), float(q), dtype=torch.float64, requires_grad=True)
+                 for i, q in enumerate(s.ranks)]
+        everything = torch.cat(parts)
+        (sum((everything * weights(q, everything.shape)).sum() for q in s.ranks) / n).backward()
+        assert torch.allclose(g[0].grad, parts[me].grad, rtol=1e-15, atol=0)
 
 
 def test_average_and_scale_divide_by_the_sets_size(sets):
@@ -264,6 +373,14 @@ def test_join_as_horovods_tests_use_it(first_join_rank):
             hvd.allgather(a, name="join.g")
         with pytest.raises(RuntimeError, match="broadcast is not supported while ranks have"):
             hvd.broadcast(a, 1 if first == 0 else 0, name="join.b")
+        with pytest.raises(RuntimeError, match="reducescatter is not supported while ranks have "
+                                               r"joined \(rank %d called join\(\)\)" % first):
+            hvd.reducescatter(torch.ones(2 * n), name="join.rs")
+        with pytest.raises(RuntimeError, match="alltoall is not supported while ranks have"):
+            hvd.alltoall(torch.ones(n), name="join.a2a")
+        summed = hvd.grouped_allreduce([a, a[:2].to(torch.int32)], name="join.g", op=hvd.Sum)
+        others = [q for q in range(n) if q != first]
+        assert torch.equal(summed[0], sum(torch.arange(5.0) * (q + 1) for q in others))
         last = hvd.join()
     assert last != first
     assert hvd.allgather_object(last) == [last] * n
@@ -276,6 +393,9 @@ def test_timeline_of_sets_and_join_passes_check(sets):
     with ranktime.timeline(path):
         for s in mine(sets):
             ranktime.allreduce(np.ones(4, np.float32), "tl.set", process_set=s)
+            ranktime.reducescatter(np.ones((3, 2), np.float32), "tl.set", process_set=s)
+            ranktime.alltoall(np.ones(s.size(), np.float32), name="tl.set", process_set=s)
+            ranktime.grouped_allreduce([np.ones(2), np.ones(3)], "tl.set", process_set=s)
         for batch in range(r + 1):
             ranktime.allreduce(np.ones(4, np.float32), "tl.all")
         ranktime.join()
@@ -289,13 +409,17 @@ def test_timeline_of_sets_and_join_passes_check(sets):
                     and e["name"].isdigit():
                 ticks.setdefault(names[e["pid"]], set()).add(int(e["name"]))
         for s in sets:  # at most 2 ranks each: no ranges in the label
-            label = "allreduce.tl.set [process set %d: ranks %s]" % (
-                s.process_set_id, ",".join(map(str, s.ranks)))
-            assert ticks[label] == set(s.ranks), (label, ticks)
-            lanes = {e["tid"] - 1 for e in events if e.get("ph") == "X" and e.get("tid", 0) > 0
-                     and names.get(e["pid"], "").startswith("allreduce.tl.set [process set %d:"
-                                                            % s.process_set_id)}
-            assert lanes == set(s.ranks), (s, lanes)
+            for kind, operation in [("allreduce.tl.set", "ALLREDUCE"),
+                                    ("reducescatter.tl.set", "REDUCESCATTER"),
+                                    ("alltoall.tl.set", "ALLTOALL"),
+                                    ("grouped_allreduce.tl.set_2of2", "ALLREDUCE")]:
+                label = "%s [process set %d: ranks %s]" % (
+                    kind, s.process_set_id, ",".join(map(str, s.ranks)))
+                assert ticks[label] == set(s.ranks), (label, ticks)
+                lanes = {e["tid"] - 1 for e in events if e.get("ph") == "X"
+                         and e.get("tid", 0) > 0 and e["name"] == operation
+                         and names.get(e["pid"]) == label}
+                assert lanes == set(s.ranks), (label, lanes)
         assert ticks["allreduce.tl.all"] == set(range(n))
         assert ticks["ranktime.join"] == set(range(n))
         check = subprocess.run([CLI, "check", path], capture_output=True, text=True)
