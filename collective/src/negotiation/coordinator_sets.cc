@@ -6,15 +6,6 @@
 #include "negotiation/coordinator.h"
 
 namespace ranktime {
-namespace {
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? "," : "") + std::to_string(ranks[i]);
-  return text;
-}
-
-}  // namespace
 
 const ProcessSet* Coordinator::set_of(int32_t id) const {
   if (sets_ != nullptr) return sets_->find(id);

@@ -11,12 +11,6 @@
 namespace ranktime {
 namespace {
 
-std::string ranks_str(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
-  return s;
-}
-
 // When the ranks differ in `key` (what is compared of a request), sets *message to "<field>
 // differs between ranks: float32 on ranks 0,1; float64 on rank 2", with `text` showing a key;
 // leaves it alone when they agree. Agreeing, as in every negotiation of a correct program, costs
@@ -40,7 +34,7 @@ void describe_difference(const std::vector<Request>& by_rank, const std::vector<
   std::string& s = *message;
   s = std::string(field) + " differs between ranks: ";
   for (size_t i = 0; i < order.size(); ++i) {
-    s += (i ? "; " : "") + order[i] + " on " + ranks_str(groups[order[i]]);
+    s += (i ? "; " : "") + order[i] + " on " + ranks_text(groups[order[i]]);
   }
 }
 
@@ -52,6 +46,12 @@ std::string group_text(const std::pair<std::string, uint32_t>& group) {
 }
 
 }  // namespace
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  return s;
+}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";

@@ -12,6 +12,8 @@
 
 namespace ranktime {
 
+// "rank 2" or "ranks 0,2,5", for messages.
+std::string ranks_text(const std::vector<int>& ranks);
 // "[2,3]".
 std::string shape_text(const std::vector<int64_t>& shape);
 
