@@ -177,14 +177,46 @@ PYBIND11_MODULE(_core, m) {
   m.def("local_size", &local_size);
   m.def("cross_rank", &cross_rank);
   m.def("cross_size", &cross_size);
-  m.def("barrier", [] {
-    Status status;
-    {
-      py::gil_scoped_release release;
-      status = barrier();
-    }
-    ThrowIfFailed(status);
-  });
+  m.def(
+      "barrier",
+      [](int process_set) {
+        Status status;
+        {
+          py::gil_scoped_release release;
+          status = barrier(process_set);
+        }
+        ThrowIfFailed(status);
+      },
+      py::arg("process_set") = kGlobalProcessSet);
+  m.def(
+      "join",
+      [](int device) {
+        Status status;
+        int last = -1;
+        {
+          py::gil_scoped_release release;
+          status = join(device, &last);
+        }
+        ThrowIfFailed(status);
+        return last;
+      },
+      py::arg("device") = kCpuDevice);
+  m.def(
+      "add_process_set",
+      [](std::vector<int> ranks) {
+        py::gil_scoped_release release;
+        return add_process_set(std::move(ranks));
+      },
+      py::arg("ranks"));
+  m.def(
+      "remove_process_set",
+      [](int process_set) {
+        py::gil_scoped_release release;
+        return remove_process_set(process_set);
+      },
+      py::arg("process_set"));
+  m.def("process_set_ids", &process_set_ids);
+  m.def("process_set_ranks", &process_set_ranks, py::arg("process_set"));
   m.def(
       "start_timeline",
       [](const std::string& path, bool mark_cycles) {
@@ -241,86 +273,96 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "allreduce_async",
       [](py::handle tensor, const std::string& name, ReduceOp op, uintptr_t ready_event,
-         py::object keep_alive) {
+         py::object keep_alive, int process_set) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/true);
-        Handle handle = allreduce_async(WithReadyEvent(imported.view(), ready_event), name, op);
+        Handle handle =
+            allreduce_async(WithReadyEvent(imported.view(), ready_event), name, op, process_set);
         return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("name"), py::arg("op") = ReduceOp::kSum,
-      py::arg("ready_event") = 0, py::arg("keep_alive") = py::none());
+      py::arg("ready_event") = 0, py::arg("keep_alive") = py::none(),
+      py::arg("process_set") = kGlobalProcessSet);
   m.def(
       "allgather_async",
-      [](py::handle tensor, const std::string& name, uintptr_t ready_event, py::object keep_alive) {
+      [](py::handle tensor, const std::string& name, uintptr_t ready_event, py::object keep_alive,
+         int process_set) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/false);
-        Handle handle = allgather_async(WithReadyEvent(imported.view(), ready_event), name);
+        Handle handle =
+            allgather_async(WithReadyEvent(imported.view(), ready_event), name, process_set);
         return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("name"), py::arg("ready_event") = 0,
-      py::arg("keep_alive") = py::none());
+      py::arg("keep_alive") = py::none(), py::arg("process_set") = kGlobalProcessSet);
   m.def(
       "broadcast_async",
       [](py::handle tensor, int root_rank, const std::string& name, uintptr_t ready_event,
-         py::object keep_alive) {
+         py::object keep_alive, int process_set) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/true);
-        Handle handle =
-            broadcast_async(WithReadyEvent(imported.view(), ready_event), root_rank, name);
+        Handle handle = broadcast_async(WithReadyEvent(imported.view(), ready_event), root_rank,
+                                        name, process_set);
         return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("root_rank"), py::arg("name"), py::arg("ready_event") = 0,
-      py::arg("keep_alive") = py::none());
+      py::arg("keep_alive") = py::none(), py::arg("process_set") = kGlobalProcessSet);
   m.def(
       "reducescatter_async",
       [](py::handle tensor, const std::string& name, ReduceOp op, uintptr_t ready_event,
-         py::object keep_alive) {
+         py::object keep_alive, int process_set) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/false);
-        Handle handle = reducescatter_async(WithReadyEvent(imported.view(), ready_event), name, op);
+        Handle handle = reducescatter_async(WithReadyEvent(imported.view(), ready_event), name, op,
+                                            process_set);
         return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("name"), py::arg("op") = ReduceOp::kSum,
-      py::arg("ready_event") = 0, py::arg("keep_alive") = py::none());
+      py::arg("ready_event") = 0, py::arg("keep_alive") = py::none(),
+      py::arg("process_set") = kGlobalProcessSet);
   m.def(
       "alltoall_async",
       [](py::handle tensor, const std::vector<int32_t>& splits, const std::string& name,
-         uintptr_t ready_event, py::object keep_alive) {
+         uintptr_t ready_event, py::object keep_alive, int process_set) {
         ImportedTensor imported = ImportedTensor::FromObject(tensor, /*writable=*/false);
-        Handle handle = alltoall_async(WithReadyEvent(imported.view(), ready_event), splits, name);
+        Handle handle =
+            alltoall_async(WithReadyEvent(imported.view(), ready_event), splits, name, process_set);
         return Start(std::move(handle), std::move(imported), std::move(keep_alive));
       },
       py::arg("tensor"), py::arg("splits"), py::arg("name"), py::arg("ready_event") = 0,
-      py::arg("keep_alive") = py::none());
+      py::arg("keep_alive") = py::none(), py::arg("process_set") = kGlobalProcessSet);
 
   // Groups: a sequence of tensors and one ready event per tensor; a list of Operations back.
   m.def(
       "grouped_allreduce_async",
       [](const py::sequence& tensors, const std::string& name, ReduceOp op,
-         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive) {
+         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive,
+         int process_set) {
         return StartGroup(tensors, /*writable=*/true, ready_events, keep_alive,
                           [&](const std::vector<TensorView>& views) {
-                            return grouped_allreduce_async(views, name, op);
+                            return grouped_allreduce_async(views, name, op, process_set);
                           });
       },
       py::arg("tensors"), py::arg("name"), py::arg("op"), py::arg("ready_events"),
-      py::arg("keep_alive") = py::none());
+      py::arg("keep_alive") = py::none(), py::arg("process_set") = kGlobalProcessSet);
   m.def(
       "grouped_allgather_async",
       [](const py::sequence& tensors, const std::string& name,
-         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive) {
+         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive,
+         int process_set) {
         return StartGroup(tensors, /*writable=*/false, ready_events, keep_alive,
                           [&](const std::vector<TensorView>& views) {
-                            return grouped_allgather_async(views, name);
+                            return grouped_allgather_async(views, name, process_set);
                           });
       },
       py::arg("tensors"), py::arg("name"), py::arg("ready_events"),
-      py::arg("keep_alive") = py::none());
+      py::arg("keep_alive") = py::none(), py::arg("process_set") = kGlobalProcessSet);
   m.def(
       "grouped_reducescatter_async",
       [](const py::sequence& tensors, const std::string& name, ReduceOp op,
-         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive) {
+         const std::vector<uintptr_t>& ready_events, const py::object& keep_alive,
+         int process_set) {
         return StartGroup(tensors, /*writable=*/false, ready_events, keep_alive,
                           [&](const std::vector<TensorView>& views) {
-                            return grouped_reducescatter_async(views, name, op);
+                            return grouped_reducescatter_async(views, name, op, process_set);
                           });
       },
       py::arg("tensors"), py::arg("name"), py::arg("op"), py::arg("ready_events"),
-      py::arg("keep_alive") = py::none());
+      py::arg("keep_alive") = py::none(), py::arg("process_set") = kGlobalProcessSet);
 }

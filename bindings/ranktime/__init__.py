@@ -10,7 +10,7 @@ Run under ``ranktime run -np N python3 script.py`` (or mpirun). See docs/python.
 
 import atexit as _atexit
 
-from . import _collectives, _core
+from . import _collectives, _core, _process_sets
 from ._collectives import (Handle, allgather, allgather_async, allreduce, allreduce_,
                            allreduce_async, allreduce_async_, alltoall, alltoall_async, broadcast,
                            broadcast_, broadcast_async, broadcast_async_, grouped_allgather,
@@ -21,6 +21,7 @@ from ._collectives import (Handle, allgather, allgather_async, allreduce, allred
 from ._core import (Average, InvalidArgumentError, Max, Min, NameInFlightError, Product,
                     RankLateness, RanktimeError, ReduceOp, Sum, cross_rank, cross_size,
                     is_initialized, lateness, local_rank, local_size, rank, size)
+from ._process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 from ._timeline import mark_step, start_timeline, stop_timeline, timeline
 
 RanktimeError.__module__ = "ranktime"
@@ -39,19 +40,32 @@ __all__ = [
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
     "grouped_allreduce_async_", "grouped_allgather", "grouped_allgather_async",
     "grouped_reducescatter", "grouped_reducescatter_async",
-    "synchronize", "poll", "barrier", "Handle", "RanktimeError", "NameInFlightError",
+    "synchronize", "poll", "barrier", "join", "Handle", "RanktimeError", "NameInFlightError",
     "InvalidArgumentError",
+    "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
     "ReduceOp", "Sum", "Average", "Min", "Max", "Product",
     "start_timeline", "stop_timeline", "timeline", "mark_step", "lateness", "RankLateness",
 ]
 
 
-def init():
+def init(comm=None, process_sets=None):
     """Starts the runtime on every rank (collective); initialises MPI if nobody has.
 
+    process_sets: ProcessSet objects to add now (each gets its process_set_id), or "dynamic"
+    (Horovod's spelling for adding them later, which ranktime always allows). `comm` is Horovod's
+    and must be None: ranktime runs over every rank of the job.
     Raises RanktimeError naming the variable and value when the environment is malformed.
     """
+    if comm is not None:
+        raise NotImplementedError("ranktime: init(comm=...) is not supported; ranktime runs over "
+                                  "every rank of the MPI job (use process sets for subsets)")
+    if isinstance(process_sets, str):
+        if process_sets.lower() != "dynamic":
+            raise ValueError("ranktime: process_sets must be a list of ProcessSet or 'dynamic', "
+                             "got %r" % process_sets)
+        process_sets = None
     _core.init()
+    _process_sets.init_process_sets(list(process_sets or []))
 
 
 def shutdown():
@@ -60,9 +74,18 @@ def shutdown():
     _collectives._free_orphans()  # every operation has completed now
 
 
-def barrier():
-    """Blocks until every rank has called barrier()."""
-    _core.barrier()
+def barrier(process_set=global_process_set):
+    """Blocks until every rank (of `process_set`) has called barrier()."""
+    _core.barrier(_process_sets.id_of(process_set))
+
+
+def join(device=-1):
+    """This rank has no more data (Horovod's join): until every rank has joined, it takes part in
+    the other ranks' allreduces with zeros (an Average still divides by size()), and their
+    allgathers and broadcasts fail. Blocks until every rank has joined; returns the rank that
+    joined last, the same on every rank. `device` is accepted for Horovod's signature (the zeros
+    are made in host memory)."""
+    return _core.join(device)
 
 
 @_atexit.register

@@ -9,7 +9,8 @@ on a contiguous copy that is written back when the handle completes.
 
 import numbers
 
-from . import _core, _names, _tensors
+from . import _core, _names, _process_sets, _tensors
+from ._process_sets import global_process_set
 
 Average = _core.Average
 
@@ -249,102 +250,124 @@ def _check_op(op):
 
 # --- allreduce ---------------------------------------------------------------------------------
 
-def allreduce_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
-    """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle.
+def _allreduce_start(op, process_set):
+    _check_op(op)
+    process_set_id = _process_sets.id_of(process_set)
+    return lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k, process_set_id)
+
+
+def allreduce_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
+    """Starts reducing `tensor` over all ranks (or those of `process_set`, a ProcessSet) into a
+    new tensor; returns a Handle.
 
     Each rank's tensor is multiplied by prescale_factor before the reduction, the result by
     postscale_factor after it (in float64 for integer types, float32 for 16-bit floats, then
     cast back, truncating toward zero, as Horovod does).
     """
-    _check_op(op)
-    return _submit_on_copy("allreduce", name,
-                           lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor,
+    return _submit_on_copy("allreduce", name, _allreduce_start(op, process_set), tensor,
                            prescale_factor, postscale_factor)
 
 
-def allreduce_async_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_async_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
     """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
-    _check_op(op)
-    return _submit_in_place("allreduce", name,
-                            lambda t, n, e, k: _core.allreduce_async(t, n, op, e, k), tensor,
+    return _submit_in_place("allreduce", name, _allreduce_start(op, process_set), tensor,
                             prescale_factor, postscale_factor)
 
 
-def allreduce(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
     """Returns the reduction (default: the average) of `tensor` over all ranks, as a new tensor.
 
-    Average on integer types is the sum divided by size(), truncated toward zero.
+    Average on integer types is the sum divided by the number of ranks (of the process set),
+    truncated toward zero.
     """
-    return allreduce_async(tensor, name, op, prescale_factor, postscale_factor).wait()
+    return allreduce_async(tensor, name, op, prescale_factor, postscale_factor,
+                           process_set).wait()
 
 
-def allreduce_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def allreduce_(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
     """Reduces `tensor` over all ranks in place and returns it."""
-    return allreduce_async_(tensor, name, op, prescale_factor, postscale_factor).wait()
+    return allreduce_async_(tensor, name, op, prescale_factor, postscale_factor,
+                            process_set).wait()
 
 
 # --- allgather ---------------------------------------------------------------------------------
 
-def allgather_async(tensor, name=None):
-    """Starts concatenating every rank's `tensor` along dimension 0; returns a Handle.
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts concatenating every rank's `tensor` along dimension 0 (the ranks of `process_set`,
+    in rank order); returns a Handle.
 
     Dimension 0 may differ between ranks; the others must agree.
     """
+    process_set_id = _process_sets.id_of(process_set)
     framework, x = _tensors.classify(tensor)
     if len(x.shape) == 0:
         raise ValueError("ranktime: allgather needs a tensor with at least one dimension (it "
                          "concatenates along dimension 0); reshape scalars to [1]")
-    return _submit("allgather", name, _core.allgather_async, *_into_output(x))
+    return _submit("allgather", name,
+                   lambda t, n, e, k: _core.allgather_async(t, n, e, k, process_set_id),
+                   *_into_output(x))
 
 
-def allgather(tensor, name=None):
+def allgather(tensor, name=None, process_set=global_process_set):
     """Returns every rank's `tensor` concatenated along dimension 0, in rank order."""
-    return allgather_async(tensor, name).wait()
+    return allgather_async(tensor, name, process_set).wait()
 
 
 # --- broadcast ---------------------------------------------------------------------------------
 
-def broadcast_async(tensor, root_rank, name=None):
-    """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle."""
-    return _submit_on_copy("broadcast", name,
-                           lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k), tensor)
+def _broadcast_start(root_rank, process_set):
+    process_set_id = _process_sets.id_of(process_set)
+    return lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k, process_set_id)
 
 
-def broadcast_async_(tensor, root_rank, name=None):
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts copying root_rank's `tensor` to every rank into a new tensor; returns a Handle.
+    root_rank is a global rank, also with a process set."""
+    return _submit_on_copy("broadcast", name, _broadcast_start(root_rank, process_set), tensor)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts overwriting `tensor` with root_rank's in place; the handle's result is `tensor`."""
-    return _submit_in_place("broadcast", name,
-                            lambda t, n, e, k: _core.broadcast_async(t, root_rank, n, e, k),
-                            tensor)
+    return _submit_in_place("broadcast", name, _broadcast_start(root_rank, process_set), tensor)
 
 
-def broadcast(tensor, root_rank, name=None):
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root_rank's `tensor` on every rank, as a new tensor."""
-    return broadcast_async(tensor, root_rank, name).wait()
+    return broadcast_async(tensor, root_rank, name, process_set).wait()
 
 
-def broadcast_(tensor, root_rank, name=None):
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites `tensor` with root_rank's in place and returns it."""
-    return broadcast_async_(tensor, root_rank, name).wait()
+    return broadcast_async_(tensor, root_rank, name, process_set).wait()
 
 
 # --- reducescatter -----------------------------------------------------------------------------
 
-def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
-    """Starts reducing `tensor` over all ranks and splitting the result along dimension 0;
-    returns a Handle whose result is this rank's part, a new tensor.
+def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                        process_set=global_process_set):
+    """Starts reducing `tensor` over all ranks (or those of `process_set`) and splitting the
+    result along dimension 0; returns a Handle whose result is this rank's part, a new tensor.
 
-    Every rank's tensor must have the same shape. Rank r gets dim0 // size() rows, the first
-    dim0 % size() ranks one more (Horovod's split), in rank order. Scale factors as allreduce's.
+    Every rank's tensor must have the same shape. Of n ranks, rank r (its place in the set) gets
+    dim0 // n rows, the first dim0 % n ranks one more (Horovod's split), in rank order. Scale
+    factors as allreduce's.
     """
     _check_op(op)
+    process_set_id = _process_sets.id_of(process_set)
     return _submit("reducescatter", name,
-                   lambda t, n, e, k: _core.reducescatter_async(t, n, op, e, k),
+                   lambda t, n, e, k: _core.reducescatter_async(t, n, op, e, k, process_set_id),
                    *_into_output(tensor, prescale_factor, postscale_factor))
 
 
-def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=global_process_set):
     """Returns this rank's part (dimension 0) of the reduction of `tensor` over all ranks."""
-    return reducescatter_async(tensor, name, op, prescale_factor, postscale_factor).wait()
+    return reducescatter_async(tensor, name, op, prescale_factor, postscale_factor,
+                               process_set).wait()
 
 
 # --- alltoall ----------------------------------------------------------------------------------
@@ -370,29 +393,31 @@ def _split_list(splits):
     return [int(v) for v in values]
 
 
-def alltoall_async(tensor, splits=None, name=None):
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts sending splits[r] rows (dimension 0) of `tensor` to rank r; returns a Handle whose
     result is (output, received_splits): the rows every rank sent this one, in rank order, and
-    how many came from each (int32, in tensor's framework).
+    how many came from each (int32, in tensor's framework). With `process_set`, r is the rank's
+    place in the set and there is one split per member.
 
-    Without splits, dimension 0 is divided evenly (it must divide by size()). As in Horovod the
-    splits may sum to less than dimension 0 (the rest is not sent), never to more.
+    Without splits, dimension 0 is divided evenly (it must divide by the number of ranks). As in
+    Horovod the splits may sum to less than dimension 0 (the rest is not sent), never to more.
     """
     split_list = _split_list(splits)
+    process_set_id = _process_sets.id_of(process_set)
     framework, source, output = _into_output(tensor)
 
     def result(operation):
         return output(operation), framework.int32_vector(operation.received_splits())
 
     return _submit("alltoall", name,
-                   lambda t, n, e, k: _core.alltoall_async(t, split_list, n, e, k), framework,
-                   source, result)
+                   lambda t, n, e, k: _core.alltoall_async(t, split_list, n, e, k, process_set_id),
+                   framework, source, result)
 
 
-def alltoall(tensor, splits=None, name=None):
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Returns the rows every rank sent this one (see alltoall_async); with `splits`, as Horovod,
     also how many came from each rank: (output, received_splits)."""
-    output, received_splits = alltoall_async(tensor, splits, name).wait()
+    output, received_splits = alltoall_async(tensor, splits, name, process_set).wait()
     return output if splits is None else (output, received_splits)
 
 
@@ -402,62 +427,77 @@ def alltoall(tensor, splits=None, name=None):
 # group on every rank. The handle's result is the list of results, in order. Tensor i is named
 # ``<kind>.<name>_<i+1>of<n>`` (Horovod's names).
 
-def _grouped_allreduce(prepare, tensors, name, op, prescale_factor, postscale_factor):
+def _grouped_allreduce(prepare, tensors, name, op, prescale_factor, postscale_factor,
+                       process_set):
     """A group allreduce of `tensors`, each prepared by `prepare` (_on_copy or _on_tensor)."""
     _check_op(op)
-    return _submit_group("grouped_allreduce", name,
-                         lambda ts, n, es, ks: _core.grouped_allreduce_async(ts, n, op, es, ks),
-                         [prepare(t, prescale_factor, postscale_factor) for t in tensors])
+    process_set_id = _process_sets.id_of(process_set)
+    return _submit_group(
+        "grouped_allreduce", name,
+        lambda ts, n, es, ks: _core.grouped_allreduce_async(ts, n, op, es, ks, process_set_id),
+        [prepare(t, prescale_factor, postscale_factor) for t in tensors])
 
 
 def grouped_allreduce_async(tensors, name=None, op=Average, prescale_factor=1.0,
-                            postscale_factor=1.0):
+                            postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing every tensor of `tensors` over all ranks, into new tensors."""
-    return _grouped_allreduce(_on_copy, tensors, name, op, prescale_factor, postscale_factor)
+    return _grouped_allreduce(_on_copy, tensors, name, op, prescale_factor, postscale_factor,
+                              process_set)
 
 
 def grouped_allreduce_async_(tensors, name=None, op=Average, prescale_factor=1.0,
-                             postscale_factor=1.0):
+                             postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing every tensor of `tensors` over all ranks, in place."""
-    return _grouped_allreduce(_on_tensor, tensors, name, op, prescale_factor, postscale_factor)
+    return _grouped_allreduce(_on_tensor, tensors, name, op, prescale_factor, postscale_factor,
+                              process_set)
 
 
-def grouped_allreduce(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
     """Returns the reduction of every tensor of `tensors` over all ranks, as new tensors."""
-    return grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor).wait()
+    return grouped_allreduce_async(tensors, name, op, prescale_factor, postscale_factor,
+                                   process_set).wait()
 
 
-def grouped_allreduce_(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0):
+def grouped_allreduce_(tensors, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=global_process_set):
     """Reduces every tensor of `tensors` over all ranks in place and returns them."""
-    return grouped_allreduce_async_(tensors, name, op, prescale_factor, postscale_factor).wait()
+    return grouped_allreduce_async_(tensors, name, op, prescale_factor, postscale_factor,
+                                    process_set).wait()
 
 
-def grouped_allgather_async(tensors, name=None):
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Starts allgathering every tensor of `tensors` (see allgather_async)."""
+    process_set_id = _process_sets.id_of(process_set)
     prepared = [_into_output(t) for t in tensors]
     if any(len(buffer.shape) == 0 for _, buffer, _ in prepared):
         raise ValueError("ranktime: allgather needs tensors with at least one dimension (it "
                          "concatenates along dimension 0); reshape scalars to [1]")
-    return _submit_group("grouped_allgather", name, _core.grouped_allgather_async, prepared)
+    return _submit_group(
+        "grouped_allgather", name,
+        lambda ts, n, es, ks: _core.grouped_allgather_async(ts, n, es, ks, process_set_id),
+        prepared)
 
 
-def grouped_allgather(tensors, name=None):
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Returns every tensor of `tensors` concatenated over the ranks along dimension 0."""
-    return grouped_allgather_async(tensors, name).wait()
+    return grouped_allgather_async(tensors, name, process_set).wait()
 
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0,
-                                postscale_factor=1.0):
+                                postscale_factor=1.0, process_set=global_process_set):
     """Starts a reducescatter of every tensor of `tensors` (see reducescatter_async)."""
     _check_op(op)
+    process_set_id = _process_sets.id_of(process_set)
     return _submit_group(
         "grouped_reducescatter", name,
-        lambda ts, n, es, ks: _core.grouped_reducescatter_async(ts, n, op, es, ks),
+        lambda ts, n, es, ks: _core.grouped_reducescatter_async(ts, n, op, es, ks,
+                                                                process_set_id),
         [_into_output(t, prescale_factor, postscale_factor) for t in tensors])
 
 
 def grouped_reducescatter(tensors, name=None, op=Average, prescale_factor=1.0,
-                          postscale_factor=1.0):
+                          postscale_factor=1.0, process_set=global_process_set):
     """Returns this rank's part of the reduction of every tensor of `tensors`."""
-    return grouped_reducescatter_async(tensors, name, op, prescale_factor,
-                                       postscale_factor).wait()
+    return grouped_reducescatter_async(tensors, name, op, prescale_factor, postscale_factor,
+                                       process_set).wait()

@@ -22,22 +22,22 @@ import warnings
 
 import torch
 
-from . import _collectives, _distributed, _timeline, _torch_ops
+from . import _collectives, _distributed, _process_sets, _timeline, _torch_ops
 from ._collectives import Handle, poll, synchronize
 from ._core import (InvalidArgumentError, NameInFlightError, RanktimeError, cross_rank,
                     cross_size, is_initialized, local_rank, local_size, rank, size)
 from ._timeline import start_timeline, stop_timeline
 from ._torch_ops import *  # noqa: F401,F403 (the collectives, Horovod-shaped)
-from ._torch_ops import (Average, Compression, _check_process_set, _resolve_op, broadcast_object,
-                         global_process_set)
-from . import barrier, init, shutdown
+from ._torch_ops import (Average, Compression, _resolve_op, broadcast_object, global_process_set)
+from . import barrier, init, join, shutdown
 
 HorovodInternalError = RanktimeError  # Horovod's name for a failed collective
 
 __all__ = _torch_ops.__all__ + [
     "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "cross_rank", "cross_size", "barrier", "synchronize", "poll", "Handle", "start_timeline",
+    "cross_rank", "cross_size", "barrier", "join", "synchronize", "poll", "Handle",
+    "start_timeline",
     "stop_timeline",
     "RanktimeError", "HorovodInternalError", "NameInFlightError", "InvalidArgumentError",
     "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built",
@@ -83,9 +83,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the wrapped optimizer's own class by DistributedOptimizer(); see there."""
 
     def __init__(self, params, named_parameters, op, backward_passes_per_step, compression,
-                 gradient_predivide_factor, sparse_as_dense):
+                 gradient_predivide_factor, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(params)
         self._op = op
+        self._process_set = process_set
         self._compression = compression
         self._sparse_as_dense = sparse_as_dense
         # Horovod splits an average between the scale factors; a sum is not scaled.
@@ -101,7 +102,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._skip_synchronize = False
         self._grad_accumulators = []  # the hooks live as long as these nodes
-        for p in self._parameters:
+        # As Horovod: outside the process set, gradients stay local and nothing is reduced.
+        self._included = _process_sets.includes_this_rank(process_set)
+        for p in self._parameters if self._included else []:
             # The AccumulateGrad node runs when p.grad is complete for this backward pass.
             accumulator = p.expand_as(p).grad_fn.next_functions[0][0]
             accumulator.register_hook(self._make_hook(p))
@@ -125,10 +128,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if grad.is_sparse:
             if not self._sparse_as_dense:
                 return _GradientHandle(_torch_ops.sparse_allreduce_async(
-                    grad, self._names[p], self._op), p, Compression.none, None)
+                    grad, self._names[p], self._op, self._process_set), p, Compression.none,
+                    None)
             grad = grad.to_dense()
         compressed, ctx = self._compression.compress(grad)
-        handle = _collectives.allreduce_async_(compressed, self._names[p], self._op, *self._scale)
+        handle = _collectives.allreduce_async_(compressed, self._names[p], self._op, *self._scale,
+                                               self._process_set)
         if compressed is p.grad:
             return handle
         return _GradientHandle(handle, p, self._compression, ctx)
@@ -136,7 +141,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Waits for every gradient's allreduce. Parameters whose hook did not run this step
         (unused in the forward pass) are reduced now, with zeros if they have no gradient, so
-        that every rank submits the same tensors."""
+        that every rank submits the same tensors. Outside the optimizer's process set: nothing."""
+        if not self._included:
+            self._synchronized = True
+            return
         for p in self._parameters:
             if p not in self._handles:
                 if p.grad is None:
@@ -215,6 +223,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         is what the timeline shows. Without it gradients are named ``allreduce.noname.<i>`` in
         parameter-group order.
     op: ranktime.Average (default) or ranktime.Sum.
+    process_set: reduce over these ranks only (a ProcessSet); on ranks outside it the optimizer
+        reduces nothing and steps on local gradients, as in Horovod.
     backward_passes_per_step: local backward passes accumulated before each reduction.
     compression, gradient_predivide_factor, sparse_as_dense: as in Horovod (Compression.fp16
         sends float gradients as float16; an average is split into a prescale by
@@ -224,12 +234,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if backward_passes_per_step < 1:
         raise ValueError("ranktime: backward_passes_per_step must be at least 1")
-    _check_process_set(process_set)
+    _process_sets.id_of(process_set)
     op = _resolve_op(op, None)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     distributed = cls(optimizer.param_groups, named_parameters, op, backward_passes_per_step,
-                      compression, gradient_predivide_factor, sparse_as_dense)
+                      compression, gradient_predivide_factor, sparse_as_dense, process_set)
     distributed.load_state_dict(optimizer.state_dict())
     return distributed
 

@@ -131,6 +131,38 @@ TEST(TraceCheck, MissingTick) {
   EXPECT_TRUE(c.has("has ticks for 1 of 2 ranks; missing rank 1")) << c.all_messages();
 }
 
+// A process set's tensor (its name ends in the set's label) is negotiated by the set's ranks:
+// their ticks, and no others, are what its negotiations need.
+TEST(TraceCheck, AProcessSetsNegotiationHasItsMembersTicks) {
+  testing::SyntheticTrace t = small_trace();
+  t.ranks = 3;
+  t.tensors = 1;
+  t.fused = 1;
+  t.slow_rank = -1;
+  t.tensor_names = {"grad [process set 1: ranks 0,2]"};
+  const auto all = event_lines(testing::synthetic_text(t));
+  auto without = [](std::vector<std::string> events, const char* tick, int count) {
+    for (int i; count-- > 0 && (i = find_event(events, {tick, "\"ph\":\"X\""})) >= 0;) {
+      events.erase(events.begin() + i);
+    }
+    return events;
+  };
+  const auto members = without(all, "\"name\":\"1\"", 1000);
+  Checked ok = check_text(join_events(members));
+  EXPECT_TRUE(ok.checker.ok()) << ok.all_messages();
+  EXPECT_EQ(ok.checker.negotiations(), 2u);
+
+  Checked stranger = check_text(join_events(all));
+  EXPECT_TRUE(
+      stranger.has("tick of rank 1 on pid 1 (tensor 'grad [process set 1: ranks 0,2]') "
+                   "tid 0, a rank outside the tensor's process set"))
+      << stranger.all_messages();
+
+  Checked missing = check_text(join_events(without(members, "\"name\":\"2\"", 1)));
+  EXPECT_TRUE(missing.has("has ticks for 1 of 2 ranks of its process set; missing rank 2"))
+      << missing.all_messages();
+}
+
 TEST(TraceCheck, DuplicateAndStrayTicks) {
   auto events = event_lines(testing::synthetic_text(small_trace()));
   int i = find_event(events, {"\"name\":\"0\"", "\"ph\":\"X\""});

@@ -1,4 +1,5 @@
-// Writes valid encoded messages into a folder: the seed corpus of fuzz_wire.
+// Writes valid encoded messages into a folder: the seed corpus of fuzz_wire (every message field,
+// process sets and join included). Rerun it into tests/fuzz/corpus/wire when the format changes.
 #include <fstream>
 #include <string>
 
@@ -37,6 +38,23 @@ int main(int argc, char** argv) {
   q.group.clear();
   q.group_size = 0;
   m.requests.push_back(q);
+  q = Request();  // a process set's tensor, and the collective changes
+  q.name = "grad.w [process set 1: ranks 0,2]";
+  q.process_set = 1;
+  q.shape = {16};
+  m.requests.push_back(q);
+  q = Request();
+  q.name = "ranktime.process_set";
+  q.op = OpType::kAddProcessSet;
+  q.argument = "0,2,5";
+  m.requests.push_back(q);
+  q.op = OpType::kRemoveProcessSet;
+  q.argument = "1";
+  m.requests.push_back(q);
+  q = Request();
+  q.name = "ranktime.join";
+  q.op = OpType::kJoin;
+  m.requests.push_back(q);
   m.records.resize(2);
   m.records[1].kind = timeline::RecordKind::kTick;
   m.clock = {1, 2, 3};
@@ -62,6 +80,25 @@ int main(int argc, char** argv) {
   s.first_dims = {1, 2, 3, 4};
   s.error = "shape differs";
   l.responses.push_back(s);
+  Response zeros;  // an allreduce of a process set while a rank has joined
+  zeros.names = {"x", "y"};
+  zeros.tensor_ids = {4, 5};
+  zeros.process_set = 2;
+  zeros.tensor_sizes = {16, 0};
+  l.responses.push_back(zeros);
+  Response join;
+  join.op = OpType::kJoin;
+  join.root = 3;
+  join.names = {"ranktime.join"};
+  join.tensor_ids = {6};
+  l.responses.push_back(join);
+  Response add;
+  add.op = OpType::kAddProcessSet;
+  add.root = 1;
+  add.argument = "0,2";
+  add.names = {"ranktime.process_set"};
+  add.tensor_ids = {7};
+  l.responses.push_back(add);
   l.shutdown = true;
   l.shutdown_reason = "rank 1 called shutdown()";
   l.cache_evicted = {0x100002};

@@ -3,7 +3,8 @@
 // slices on rank 0's file; TIMELINE_STEPS records exactly its steps' negotiations and lanes;
 // TIMELINE_MAX_MB rotates into valid files, each within the budget plus one write piece, with
 // nothing dropped; TIMELINE_RANKS writes exactly the chosen ranks' lanes (a list, or the rank
-// made late for slowest:K), every tick and step mark, and the others never ship their lanes;
+// made late for slowest:K), every tick and step mark, and the others never ship their lanes, also
+// for a process set's reducescatter, alltoall and group (whose ticks are its members');
 // malformed values of the new variables fail at start-up naming variable and value.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "core/wire.h"
+#include "negotiation/process_sets.h"
 
 #include "ranktime/timeline/trace_check.h"
 #include "ranktime/timeline/trace_reader.h"
@@ -265,6 +267,70 @@ TEST_F(TimelineSteps, SlowestChoosesTheRankMadeLate) {
   EXPECT_EQ(shipped.from(1), 0u);
   EXPECT_EQ(shipped.from(2), 0u);
   EXPECT_GT(shipped.from(3), 0u);
+}
+
+// A process set {1, 2} of a job of 4 writing rank 2's lanes only: its reducescatter, alltoall and
+// grouped allreduce show on rank 2's lane alone (rank 1 is not chosen, ranks 0 and 3 are not
+// members), their negotiations tick ranks 1 and 2, and the file passes the checks.
+TEST_F(TimelineSteps, ALaneListWithAProcessSetsNewOperations) {
+  LaneRecordsShipped shipped;
+  {
+    InProcessJob job(
+        4,
+        [&](int) {
+          return config_of({{"TIMELINE_FILENAME", path("t.json")}, {"TIMELINE_RANKS", "2"}});
+        },
+        shipped.install());
+    job.on_every_rank([&](int r, Runtime& rt) {
+      Handle add = rt.submit(OpType::kAddProcessSet, TensorView{}, "ranktime.process_set",
+                             ReduceOp::kSum, 0, ranks_argument({1, 2}));
+      ASSERT_TRUE(add.wait().ok()) << add.wait().message();
+      const int set = static_cast<int>(add.output_shape().at(0));
+      if (r == 1 || r == 2) {
+        std::vector<float> x(6, 1.0f), y(4, 1.0f);
+        std::vector<Handle> handles = rt.submit_group(
+            OpType::kAllreduce,
+            {{y.data(), DataType::kFloat32, {2}}, {y.data() + 2, DataType::kFloat32, {2}}}, "g",
+            ReduceOp::kSum, set);
+        handles.push_back(rt.submit(OpType::kReducescatter, {x.data(), DataType::kFloat32, {6}},
+                                    "rs", ReduceOp::kSum, 0, {}, 0, set));
+        handles.push_back(
+            rt.submit_alltoall({x.data(), DataType::kFloat32, {6}}, {1, 2}, "a2a", set));
+        for (Handle& h : handles) ASSERT_TRUE(h.wait().ok()) << h.wait().message();
+        EXPECT_EQ(y[0], 2.0f);
+      }
+      Handle barrier = rt.submit(OpType::kBarrier, TensorView{}, "ranktime.barrier");
+      ASSERT_TRUE(barrier.wait().ok());
+    });
+  }
+  std::map<int64_t, std::string> names;         // pid: tensor
+  std::map<std::string, std::set<int>> lanes;   // tensor: ranks with its operation slice
+  std::map<std::string, std::set<int>> ticked;  // tensor: ranks that ticked it
+  timeline::TraceChecker checker;
+  const timeline::TraceReadResult result =
+      timeline::read_trace_file(path("t.json"), [&](const TraceEvent& e) {
+        checker.add(e);
+        if (e.ph == "M" && e.name == "process_name") names[e.pid] = e.args["name"];
+        if (e.pid == 0 || names.count(e.pid) == 0) return true;
+        const std::string& tensor = names[e.pid];
+        if (e.ph == "B" && e.tid > 0 &&
+            (e.name == "REDUCESCATTER" || e.name == "ALLTOALL" || e.name == "ALLREDUCE"))
+          lanes[tensor].insert(static_cast<int>(e.tid) - 1);
+        if (e.ph == "X" && e.tid == 0 && !e.name.empty() && std::isdigit(e.name[0]))
+          ticked[tensor].insert(std::stoi(e.name));
+        return true;
+      });
+  checker.finish(result);
+  std::string violations;
+  for (const auto& v : checker.violations()) violations += v.message + "\n";
+  EXPECT_TRUE(checker.ok()) << violations;
+  const std::string label = " [process set 1: ranks 1,2]";
+  for (const char* tensor : {"rs", "a2a", "g_1of2", "g_2of2"}) {
+    EXPECT_EQ(lanes[tensor + label], (std::set<int>{2})) << tensor;
+    EXPECT_EQ(ticked[tensor + label], (std::set<int>{1, 2})) << tensor;
+  }
+  EXPECT_EQ(shipped.from(1), 0u);
+  EXPECT_EQ(shipped.from(3), 0u);
 }
 
 // A rank the job does not have fails at start-up on every rank, before any exchange.

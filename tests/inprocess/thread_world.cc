@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -147,8 +148,7 @@ Status ThreadBackend::run_one(const Response& r, TensorEntry* entry) {
       for (int32_t rows : state.received_splits) state.output_shape[0] += rows;
       break;
     }
-    default:
-      ok = group_->barrier();
+    default:  // a barrier is its negotiation (as over MPI): nothing to run
       break;
   }
   return ok ? Status::Ok() : Status::Error("the thread group was aborted");
@@ -184,9 +184,19 @@ Status ThreadBackend::run(const Response& response, const std::vector<TensorEntr
   return status;
 }
 
+std::shared_ptr<ThreadGroup> SetGroups::group(int32_t id, int size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::shared_ptr<ThreadGroup> group = groups_[id].lock();
+  if (!group) {
+    group = std::make_shared<ThreadGroup>(size);
+    groups_[id] = group;
+  }
+  return group;
+}
+
 ThreadWorld::ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub,
-                         std::shared_ptr<ThreadGroup> group)
-    : channel_(hub, rank), group_(std::move(group)) {
+                         std::shared_ptr<ThreadGroup> group, std::shared_ptr<SetGroups> sets)
+    : channel_(hub, rank), group_(std::move(group)), sets_(std::move(sets)) {
   placement_.rank = rank;
   placement_.size = hub->size();
   placement_.local_rank = rank;
@@ -197,6 +207,14 @@ ThreadWorld::ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub,
 
 std::unique_ptr<Backend> ThreadWorld::host_backend(const Clock* clock, const Config&) {
   return std::make_unique<ThreadBackend>(placement_.rank, group_, clock);
+}
+
+std::unique_ptr<Backend> ThreadWorld::process_set_backend(int32_t id, const std::vector<int>& ranks,
+                                                          const Clock* clock, const Config&) {
+  auto me = std::lower_bound(ranks.begin(), ranks.end(), placement_.rank);
+  if (me == ranks.end() || *me != placement_.rank) return nullptr;
+  return std::make_unique<ThreadBackend>(static_cast<int>(me - ranks.begin()),
+                                         sets_->group(id, static_cast<int>(ranks.size())), clock);
 }
 
 std::string ThreadWorld::check_device(int device) const {
@@ -214,8 +232,8 @@ InProcessJob::InProcessJob(int size, const std::function<Config(int)>& config,
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      runtimes_[r] = std::make_unique<Runtime>(config ? config(r) : Config{},
-                                               std::make_unique<ThreadWorld>(r, hub_, group_));
+      runtimes_[r] = std::make_unique<Runtime>(
+          config ? config(r) : Config{}, std::make_unique<ThreadWorld>(r, hub_, group_, sets_));
     });
   }
   for (auto& t : threads) t.join();

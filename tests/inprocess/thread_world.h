@@ -71,6 +71,17 @@ class ThreadGroup {
   std::vector<Part> parts_;
 };
 
+// Each process set's ThreadGroup, shared by its members' worlds: the first member to make the
+// set's backend makes the group.
+class SetGroups {
+ public:
+  std::shared_ptr<ThreadGroup> group(int32_t id, int size);
+
+ private:
+  std::mutex mutex_;
+  std::map<int32_t, std::weak_ptr<ThreadGroup>> groups_;
+};
+
 // The host backend of a thread rank: finishes each response inside enqueue(), as MPI's does.
 class ThreadBackend final : public InlineBackend {
  public:
@@ -87,7 +98,8 @@ class ThreadBackend final : public InlineBackend {
 
 class ThreadWorld final : public World {
  public:
-  ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub, std::shared_ptr<ThreadGroup> group);
+  ThreadWorld(int rank, std::shared_ptr<MemoryHub> hub, std::shared_ptr<ThreadGroup> group,
+              std::shared_ptr<SetGroups> sets = std::make_shared<SetGroups>());
 
   Placement placement() const override { return placement_; }
   ControlChannel& control() override { return channel_; }
@@ -96,6 +108,8 @@ class ThreadWorld final : public World {
                                           std::function<void()>) override {
     return nullptr;
   }
+  std::unique_ptr<Backend> process_set_backend(int32_t id, const std::vector<int>& ranks,
+                                               const Clock* clock, const Config&) override;
   std::string check_device(int device) const override;
   bool handles_signals() const override { return false; }
 
@@ -103,6 +117,7 @@ class ThreadWorld final : public World {
   Placement placement_;
   MemoryChannel channel_;
   std::shared_ptr<ThreadGroup> group_;
+  std::shared_ptr<SetGroups> sets_;
 };
 
 // `size` real Runtimes, one per thread rank, started together.
@@ -127,6 +142,7 @@ class InProcessJob {
  private:
   std::shared_ptr<MemoryHub> hub_;
   std::shared_ptr<ThreadGroup> group_;
+  std::shared_ptr<SetGroups> sets_ = std::make_shared<SetGroups>();
   std::vector<std::unique_ptr<Runtime>> runtimes_;
 };
 

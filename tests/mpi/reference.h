@@ -111,11 +111,13 @@ inline double input(ReduceOp op, int r, int64_t i) {
   return op == ReduceOp::kProduct ? 1 + (r + i) % 2 : 1 + (r * 7 + i) % 4;
 }
 
-// The reference result, rounded as the runtime rounds: average divides in the tensor's own type.
-inline double expected(DataType dtype, ReduceOp op, int size, int64_t i) {
-  double acc = input(op, 0, i);
-  for (int r = 1; r < size; ++r) {
-    double x = input(op, r, i);
+// The reference result over `ranks` (a process set's), rounded as the runtime rounds: average
+// divides in the tensor's own type.
+inline double expected_over(DataType dtype, ReduceOp op, const std::vector<int>& ranks, int64_t i) {
+  const int size = static_cast<int>(ranks.size());
+  double acc = input(op, ranks[0], i);
+  for (int k = 1; k < size; ++k) {
+    double x = input(op, ranks[k], i);
     switch (op) {
       case ReduceOp::kMin:
         acc = std::min(acc, x);
@@ -145,6 +147,13 @@ inline double expected(DataType dtype, ReduceOp op, int size, int64_t i) {
     default:
       return static_cast<double>(static_cast<int64_t>(acc) / size);  // truncates
   }
+}
+
+// Over every rank of a job of `size`.
+inline double expected(DataType dtype, ReduceOp op, int size, int64_t i) {
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
+  return expected_over(dtype, op, ranks, i);
 }
 
 inline std::string label(DataType dtype, ReduceOp op) {

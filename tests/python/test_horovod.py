@@ -21,8 +21,9 @@ from test_timeline import CLI, read_timeline, shared_path
 
 torch.set_num_threads(1)
 
-# Horovod 0.28.1's horovod/torch/mpi_ops.py, functions.py and optimizer.py: parameter names and
-# defaults, in order ("G" stands for global_process_set, "C" for Compression.none, "A" for Average).
+# Horovod 0.28.1's horovod/torch/mpi_ops.py, functions.py, optimizer.py, common/basics.py and
+# common/process_sets.py: parameter names and defaults, in order ("G" stands for
+# global_process_set, "C" for Compression.none, "A" for Average).
 HOROVOD_SIGNATURES = {
     "allreduce": "tensor average=None name=None compression=C op=None prescale_factor=1.0 "
                  "postscale_factor=1.0 process_set=G",
@@ -59,7 +60,13 @@ HOROVOD_SIGNATURES = {
     "alltoall": "tensor splits=None name=None process_set=G",
     "alltoall_async": "tensor splits=None name=None process_set=G",
     "allgather_object": "obj name=None",
-    "broadcast_object": "obj root_rank=0 name=None",
+    "broadcast_object": "obj root_rank=0 name=None process_set=G",
+    "sparse_allreduce_async": "tensor name op process_set=G",
+    "barrier": "process_set=G",
+    "join": "device=-1",
+    "add_process_set": "process_set",
+    "remove_process_set": "process_set",
+    "init": "comm=None process_sets=None",
     "broadcast_parameters": "params root_rank",
     "broadcast_optimizer_state": "optimizer root_rank model=None",
     "synchronize": "handle",
@@ -68,7 +75,7 @@ HOROVOD_SIGNATURES = {
                             "backward_passes_per_step=1 op=A gradient_predivide_factor=1.0 "
                             "num_groups=0 groups=None sparse_as_dense=False process_set=G",
 }
-HOROVOD_NAMES = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+HOROVOD_NAMES = ["ProcessSet", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
                  "barrier", "start_timeline", "stop_timeline", "Average", "Sum", "Adasum", "Min",
                  "Max", "Product", "Compression", "HorovodInternalError", "global_process_set",
                  "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built",
@@ -117,7 +124,7 @@ def test_average_and_op_arguments():
     with pytest.raises(NotImplementedError, match="Adasum") as error:
         hvd.allreduce(x, op=hvd.Adasum)
     assert isinstance(error.value, RuntimeError)
-    with pytest.raises(NotImplementedError, match="process sets"):
+    with pytest.raises(TypeError, match="process_set must be a ProcessSet"):
         hvd.allreduce(x, process_set=object())
 
 

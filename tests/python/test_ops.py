@@ -37,12 +37,14 @@ def contribution(r, op, dtype, shape=SHAPE):
     return values.astype(np.float64).reshape(shape)
 
 
-def expected_reduction(op, dtype, shape=SHAPE):
-    inputs = np.stack([contribution(r, op, dtype, shape) for r in range(ranktime.size())])
+def expected_reduction(op, dtype, shape=SHAPE, ranks=None):
+    """The reduction of every rank's contribution (of `ranks`, a process set's, when given)."""
+    ranks = range(ranktime.size()) if ranks is None else ranks
+    inputs = np.stack([contribution(r, op, dtype, shape) for r in ranks])
     if op == "Sum":
         return inputs.sum(axis=0)
     if op == "Average":
-        mean = inputs.sum(axis=0) / ranktime.size()
+        mean = inputs.sum(axis=0) / len(ranks)
         return np.trunc(mean) if is_integer(dtype) else mean  # integers: truncated toward zero
     if op == "Min":
         return inputs.min(axis=0)

@@ -47,5 +47,39 @@ TEST(Lateness, StragglerNeedsShareThresholdAndHalfAWindow) {
   EXPECT_EQ(t.straggler(5000, 0.5).value_or(-1), 2) << "ties go to the lower rank";
 }
 
+TEST(Lateness, ARankIsNeverLateForASetItIsNotIn) {
+  LatenessTracker t(4, 10);
+  t.add({0, 0, 0, 0});
+  t.add({100'000, 0}, {1, 3});  // process set {1,3}: rank 1 last, 100 us behind rank 3
+  auto s = t.snapshot();
+  EXPECT_EQ(s[1].negotiations, 2u);
+  EXPECT_EQ(s[0].negotiations, 1u);
+  EXPECT_EQ(s[2].negotiations, 1u);
+  EXPECT_EQ(s[1].times_last, 1u);
+  EXPECT_DOUBLE_EQ(s[1].max_lag_us, 100.0);
+  EXPECT_DOUBLE_EQ(s[0].max_lag_us, 0.0);
+  EXPECT_EQ(s[3].window, 2u);
+}
+
+TEST(Lateness, JoinedRanksAreLeftOut) {
+  LatenessTracker t(3, 10);
+  // Ranks 0 and 2 asked; rank 1 had joined (its time is the first rank's): not counted.
+  t.add({5'000, 1'000, 1'000}, {0, 2, 1}, 1);
+  auto s = t.snapshot();
+  EXPECT_EQ(s[1].negotiations, 0u);
+  EXPECT_EQ(s[0].times_last, 1u);
+  EXPECT_DOUBLE_EQ(s[0].max_lag_us, 4.0);
+  EXPECT_EQ(s[2].times_last, 0u);
+}
+
+TEST(Lateness, AStragglerNeedsHalfOfItsOwnWindow) {
+  LatenessTracker t(3, 10);
+  for (int i = 0; i < 4; ++i) t.add({0, 0, 9'000'000});
+  for (int i = 0; i < 20; ++i) t.add({0, 0}, {0, 1});  // set {0,1}: rank 2 is not in it
+  EXPECT_EQ(t.straggler(1000, 0.5), std::nullopt) << "rank 2's window has 4 of 10";
+  t.add({0, 0, 9'000'000});
+  EXPECT_EQ(t.straggler(1000, 0.5).value_or(-1), 2);
+}
+
 }  // namespace
 }  // namespace ranktime

@@ -21,6 +21,7 @@ struct Single {
   int32_t root = 0;
   int32_t device = kCpuDevice;
   std::string error;
+  int32_t process_set = 0;
 };
 
 // Runs plan_fusion and returns each batch's names, e.g. {{"a", "c"}, {"b"}}.
@@ -38,6 +39,7 @@ std::vector<std::vector<std::string>> plan(const std::vector<Single>& singles, i
     r.root = s.root;
     r.device = s.device;
     r.error = s.error;
+    r.process_set = s.process_set;
     r.names = {s.name};
     r.tensor_ids = {id++};
     in.push_back(r);
@@ -126,7 +128,10 @@ INSTANTIATE_TEST_SUITE_P(
                      {"", 10, OpType::kAllreduce, DataType::kFloat32, ReduceOp::kAverage}},
         Incompatible{"op", {"", 10, OpType::kBroadcast}},
         Incompatible{"device",
-                     {"", 10, OpType::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 0, 0}}),
+                     {"", 10, OpType::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 0, 0}},
+        Incompatible{"process_set",
+                     {"", 10, OpType::kAllreduce, DataType::kFloat32, ReduceOp::kSum, 0, kCpuDevice,
+                      "", 2}}),
     [](const ::testing::TestParamInfo<Incompatible>& p) { return std::string(p.param.label); });
 
 TEST(PlanFusion, BroadcastsWithDifferentRootsAreNotFused) {
@@ -136,6 +141,21 @@ TEST(PlanFusion, BroadcastsWithDifferentRootsAreNotFused) {
   r0b.name = "r0b";
   r1b.name = "r1b";
   EXPECT_EQ(plan({r0, r1, r0b, r1b}, 100), (Batches{{"r0", "r0b"}, {"r1", "r1b"}}));
+}
+
+TEST(PlanFusion, AJoinedRanksSizesStayParallelToNames) {
+  std::vector<Response> in(4);
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i].names = {"n" + std::to_string(i)};
+    in[i].tensor_ids = {static_cast<uint32_t>(i)};
+    if (i != 1) in[i].tensor_sizes = {static_cast<int64_t>(10 + i)};  // made while rank joined
+  }
+  std::vector<Response> out = plan_fusion(in, {4, 4, 4, 4}, FusionOptions{1000, 0});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].names, (std::vector<std::string>{"n0", "n2", "n3"}));
+  EXPECT_EQ(out[0].tensor_sizes, (std::vector<int64_t>{10, 12, 13}));
+  EXPECT_EQ(out[1].names, (std::vector<std::string>{"n1"}));
+  EXPECT_TRUE(out[1].tensor_sizes.empty());
 }
 
 TEST(PlanFusion, ErrorResponsesAreNeverFused) {

@@ -213,6 +213,15 @@ TEST_F(GroupTest, HeldUntilEveryTensorIsReadyOnEveryRankThenOneExecution) {
   EXPECT_EQ(c.pending(), 0u);
 }
 
+TEST_F(GroupTest, TensorsReadyBeforeAGroupInTheSameCycleKeepTheirNames) {
+  Coordinator c(2, &ids_);
+  for (int r = 0; r < 2; ++r) {
+    c.add(r, request("alone", OpType::kAllgather, {4}));
+    add(c, r, 1, 1);
+  }
+  EXPECT_EQ(names_of(c.take_ready(tiny_, &negotiations_)), (Names{{"alone"}, {"g_1of1"}}));
+}
+
 TEST_F(GroupTest, MixedDtypesRunAsOneResponsePerDtype) {
   Coordinator c(1, &ids_);
   add(c, 0, 1, 3, DataType::kFloat32);
@@ -270,7 +279,7 @@ TEST_F(GroupTest, TensorsThatDisagreeAboutTheirGroupFailIt) {
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].names, (std::vector<std::string>{"a", "b"}));
   EXPECT_THAT(ready[0].error, HasSubstr("group 'g' failed: tensor 'b' differs from tensor 'a' in "
-                                        "operation, reduction or device"));
+                                        "operation, reduction, device or process set"));
   c.add(0, request("c", OpType::kAllreduce, {4}, "h", 2));
   c.add(0, request("d", OpType::kAllreduce, {4}, "h", 1));
   ready = c.take_ready(tiny_, &negotiations_);

@@ -20,12 +20,12 @@ using timeline::RecordKind;
 
 auto fields(const Request& q) {
   return std::tie(q.name, q.op, q.reduce_op, q.dtype, q.device, q.root, q.shape, q.ready_ns,
-                  q.flags, q.argument, q.error, q.group, q.group_size);
+                  q.flags, q.argument, q.error, q.group, q.group_size, q.process_set);
 }
 
 auto fields(const Response& s) {
   return std::tie(s.op, s.reduce_op, s.dtype, s.device, s.root, s.names, s.tensor_ids, s.cache_ids,
-                  s.first_dims, s.flags, s.argument, s.error);
+                  s.first_dims, s.flags, s.argument, s.error, s.process_set, s.tensor_sizes);
 }
 
 void expect_same(const WorkerMessage& a, const WorkerMessage& b) {
@@ -100,6 +100,7 @@ Request full_request() {
   q.error = "null data pointer for a tensor of 12 bytes";
   q.group = "grouped_allreduce.layer1";
   q.group_size = 0xfffffffe;
+  q.process_set = 0x7fffffff;
   return q;
 }
 
@@ -159,6 +160,16 @@ WorkerMessage rich_worker_message() {
   binary.dtype = DataType::kFloat64;
   binary.shape = {-1, INT64_MAX, INT64_MIN};
   m.requests.push_back(binary);
+  Request join;
+  join.name = "ranktime.join";
+  join.op = OpType::kJoin;
+  join.process_set = -1;
+  m.requests.push_back(join);
+  Request add;
+  add.name = "ranktime.process_set";
+  add.op = OpType::kAddProcessSet;
+  add.argument = "0,2,5";
+  m.requests.push_back(add);
   m.records = sample_records();
   m.clock = {1'000, 2'500, 2'600};
   m.shutdown = true;
@@ -184,6 +195,8 @@ ResponseList rich_response_list() {
   fused.names = {"a", "b", "ccc", ""};
   fused.tensor_ids = {1, 2, 3, 0xffffffff};
   fused.cache_ids = {0, 0x100001, 7, 0xffffffff};
+  fused.process_set = 3;
+  fused.tensor_sizes = {0, 1, INT64_MAX, -1};  // a joined rank's zeros
   l.responses.push_back(fused);
   l.cache_evicted = {0x200001, 3};
   l.lane_ranks = {0, 5, 1023};
@@ -209,6 +222,18 @@ ResponseList rich_response_list() {
   start.names = {"ranktime.timeline"};
   start.tensor_ids = {11};
   l.responses.push_back(start);
+  Response joined;
+  joined.op = OpType::kJoin;
+  joined.root = 3;  // the rank that joined last
+  joined.names = {"ranktime.join"};
+  joined.tensor_ids = {12};
+  l.responses.push_back(joined);
+  Response removed;
+  removed.op = OpType::kRemoveProcessSet;
+  removed.argument = "4";
+  removed.names = {"ranktime.process_set"};
+  removed.tensor_ids = {13};
+  l.responses.push_back(removed);
   return l;
 }
 
@@ -408,8 +433,8 @@ uint32_t get_u32(const std::vector<uint8_t>& bytes, size_t at) {
 // A worker message holding one request named "x" with shape [4] and no records. Offsets count
 // from the end, which is laid out as: ... request count 4 | name len 2, "x" 1 | op, reduce_op,
 // dtype | device 4, root 4, flags 1 | shape count 4, dim 8 | ready_ns 8 | argument len 4 |
-// error len 4 | group len 2 | group size 4 | cached id count 4 | cached ready count 4 |
-// evictions_seen 8 | record count 4.
+// error len 4 | group len 2 | group size 4 | process_set 4 | cached id count 4 | cached ready
+// count 4 | evictions_seen 8 | record count 4.
 std::vector<uint8_t> one_request_message() {
   WorkerMessage m;
   Request q;
@@ -425,13 +450,14 @@ std::vector<uint8_t> one_request_message() {
 constexpr size_t kRecordCountFromEnd = 4;
 constexpr size_t kCachedReadyCountFromEnd = 16;
 constexpr size_t kCachedIdsCountFromEnd = 20;
-constexpr size_t kGroupSizeFromEnd = 24;
-constexpr size_t kGroupLenFromEnd = 26;
-constexpr size_t kErrorLenFromEnd = 30;
-constexpr size_t kArgumentLenFromEnd = 34;
-constexpr size_t kShapeCountFromEnd = 54;
-constexpr size_t kOpFromEnd = 66;
-constexpr size_t kRequestCountFromEnd = 73;
+constexpr size_t kProcessSetFromEnd = 24;
+constexpr size_t kGroupSizeFromEnd = 28;
+constexpr size_t kGroupLenFromEnd = 30;
+constexpr size_t kErrorLenFromEnd = 34;
+constexpr size_t kArgumentLenFromEnd = 38;
+constexpr size_t kShapeCountFromEnd = 58;
+constexpr size_t kOpFromEnd = 70;
+constexpr size_t kRequestCountFromEnd = 77;
 
 TEST(Wire, WorkerLayoutIsWhatTheCorruptionTestsAssume) {
   auto bytes = one_request_message();
@@ -446,6 +472,7 @@ TEST(Wire, WorkerLayoutIsWhatTheCorruptionTestsAssume) {
   EXPECT_EQ(bytes[end - kGroupLenFromEnd], 0u);
   EXPECT_EQ(bytes[end - kGroupLenFromEnd + 1], 0u);
   EXPECT_EQ(get_u32(bytes, end - kGroupSizeFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kProcessSetFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kCachedIdsCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kCachedReadyCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kRecordCountFromEnd), 0u);
@@ -526,17 +553,20 @@ Response two_name_response() {
 // A response list holding two_name_response(). Offsets count from the end, which is laid out as:
 // ... response count 4 | op, reduce_op, dtype | device 4, root 4, flags 1 | name count 4 |
 // "p" 2+1, "q" 2+1 | tensor_ids count 4, ids 8 | cache_ids count 4 | first_dims count 4, dim 8 |
-// argument len 4 | error len 4 | evicted count 4 | lane ranks count 4.
+// argument len 4 | error len 4 | process_set 4 | tensor_sizes count 4 | evicted count 4 |
+// lane ranks count 4.
 constexpr size_t kLaneRanksCountFromEnd = 4;
 constexpr size_t kEvictedCountFromEnd = 8;
-constexpr size_t kResponseErrorLenFromEnd = 12;
-constexpr size_t kResponseArgumentLenFromEnd = 16;
-constexpr size_t kFirstDimsCountFromEnd = 28;
-constexpr size_t kCacheIdsCountFromEnd = 32;
-constexpr size_t kTensorIdsCountFromEnd = 44;
-constexpr size_t kNameCountFromEnd = 54;
-constexpr size_t kResponseOpFromEnd = 66;
-constexpr size_t kResponseCountFromEnd = 70;
+constexpr size_t kTensorSizesCountFromEnd = 12;
+constexpr size_t kResponseProcessSetFromEnd = 16;
+constexpr size_t kResponseErrorLenFromEnd = 20;
+constexpr size_t kResponseArgumentLenFromEnd = 24;
+constexpr size_t kFirstDimsCountFromEnd = 36;
+constexpr size_t kCacheIdsCountFromEnd = 40;
+constexpr size_t kTensorIdsCountFromEnd = 52;
+constexpr size_t kNameCountFromEnd = 62;
+constexpr size_t kResponseOpFromEnd = 74;
+constexpr size_t kResponseCountFromEnd = 78;
 
 TEST(Wire, ResponseLayoutIsWhatTheCorruptionTestsAssume) {
   auto bytes = one_response_list(two_name_response());
@@ -551,6 +581,8 @@ TEST(Wire, ResponseLayoutIsWhatTheCorruptionTestsAssume) {
   EXPECT_EQ(get_u32(bytes, end - kResponseArgumentLenFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kResponseErrorLenFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kCacheIdsCountFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kResponseProcessSetFromEnd), 0u);
+  EXPECT_EQ(get_u32(bytes, end - kTensorSizesCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kEvictedCountFromEnd), 0u);
   EXPECT_EQ(get_u32(bytes, end - kLaneRanksCountFromEnd), 0u);
 }
@@ -580,6 +612,8 @@ TEST(Wire, ResponseHugeCountsThrow) {
                                                      {kResponseErrorLenFromEnd, 0xffffffff},
                                                      {kCacheIdsCountFromEnd, 1},
                                                      {kCacheIdsCountFromEnd, 0xffffffff},
+                                                     {kTensorSizesCountFromEnd, 1},
+                                                     {kTensorSizesCountFromEnd, 0xffffffff},
                                                      {kEvictedCountFromEnd, 0xffffffff},
                                                      {kEvictedCountFromEnd, 1},
                                                      {kLaneRanksCountFromEnd, 0xffffffff},
@@ -611,6 +645,17 @@ TEST(Wire, CacheIdsNotMatchingNamesThrow) {
   s.cache_ids = {1};
   auto bytes = one_response_list(s);
   EXPECT_THROW(decode_response_list(bytes.data(), bytes.size()), WireError);
+}
+
+TEST(Wire, TensorSizesNotMatchingNamesThrow) {
+  Response s = two_name_response();
+  s.tensor_sizes = {4, 5, 6};
+  auto bytes = one_response_list(s);
+  EXPECT_THROW(decode_response_list(bytes.data(), bytes.size()), WireError);
+  s.tensor_sizes = {4, 5};
+  bytes = one_response_list(s);
+  EXPECT_EQ(decode_response_list(bytes.data(), bytes.size()).responses.at(0).tensor_sizes,
+            (std::vector<int64_t>{4, 5}));
 }
 
 TEST(Wire, TensorIdsNotMatchingNamesThrow) {

@@ -39,6 +39,8 @@ constexpr const char* kPhaseNames[] = {
     "NEGOTIATE_ALLTOALL",
     "MPI_REDUCESCATTER",
     "MPI_ALLTOALL",
+    "JOIN",
+    "NEGOTIATE_JOIN",
 };
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::kCount),
               "every Phase needs a name");

@@ -136,27 +136,36 @@ int local_size();
 int cross_rank();
 int cross_size();
 
+// Process sets (Horovod's): a collective runs over every rank (kGlobalProcessSet), or over the
+// ranks of a set added with add_process_set(); only they submit it, and names are per set.
+inline constexpr int kGlobalProcessSet = 0;
+
 // In place: `tensor` holds the reduction of every rank's tensor when the handle completes.
 Handle allreduce_async(const TensorView& tensor, const std::string& name,
-                       ReduceOp op = ReduceOp::kSum);
+                       ReduceOp op = ReduceOp::kSum, int process_set = kGlobalProcessSet);
 // Concatenates every rank's tensor along dimension 0 (which may differ between ranks) into
 // handle.output(). Dimensions after the first must agree.
-Handle allgather_async(const TensorView& tensor, const std::string& name);
-// In place: every rank's `tensor` receives root_rank's contents.
-Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name);
+Handle allgather_async(const TensorView& tensor, const std::string& name,
+                       int process_set = kGlobalProcessSet);
+// In place: every rank's `tensor` receives root_rank's contents. root_rank is a global rank,
+// also in a process set (as in Horovod).
+Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name,
+                       int process_set = kGlobalProcessSet);
 // Reduces every rank's `tensor` (the same shape on every rank, at least one dimension) and
 // splits the result along dimension 0 among the ranks into handle.output(): rank r gets
 // dim0 / size() rows, and the first dim0 % size() ranks one row more (Horovod's split), in rank
-// order. Average divides once, after the reduction.
+// order. Average divides once, after the reduction. In a process set, its members share the
+// rows (size() and rank order are the set's).
 Handle reducescatter_async(const TensorView& tensor, const std::string& name,
-                           ReduceOp op = ReduceOp::kSum);
+                           ReduceOp op = ReduceOp::kSum, int process_set = kGlobalProcessSet);
 // Sends splits[r] rows (dimension 0) of `tensor` to rank r, in rank order, and receives into
 // handle.output() the rows every rank sent this one, in rank order; handle.received_splits() says
 // how many came from each. Empty `splits`: dim0 / size() rows to each rank (dim0 must divide).
 // As in Horovod, the splits may sum to less than dim0 (the rows after them are not sent), never
-// to more. Dimensions after the first must agree between ranks; dimension 0 may differ.
+// to more. Dimensions after the first must agree between ranks; dimension 0 may differ. In a
+// process set, r is the rank within the set and there is one split per member.
 Handle alltoall_async(const TensorView& tensor, const std::vector<int32_t>& splits,
-                      const std::string& name);
+                      const std::string& name, int process_set = kGlobalProcessSet);
 
 // Grouped operations: the tensors of a group are negotiated together (the group is ready when
 // every tensor is ready on every rank) and run as one fused collective per dtype; a problem with
@@ -165,15 +174,43 @@ Handle alltoall_async(const TensorView& tensor, const std::vector<int32_t>& spli
 // complete together. Results as for the single operations (allreduce in place; allgather and
 // reducescatter in each handle's output()).
 std::vector<Handle> grouped_allreduce_async(const std::vector<TensorView>& tensors,
-                                            const std::string& name, ReduceOp op = ReduceOp::kSum);
+                                            const std::string& name, ReduceOp op = ReduceOp::kSum,
+                                            int process_set = kGlobalProcessSet);
 std::vector<Handle> grouped_allgather_async(const std::vector<TensorView>& tensors,
-                                            const std::string& name);
+                                            const std::string& name,
+                                            int process_set = kGlobalProcessSet);
 std::vector<Handle> grouped_reducescatter_async(const std::vector<TensorView>& tensors,
                                                 const std::string& name,
-                                                ReduceOp op = ReduceOp::kSum);
+                                                ReduceOp op = ReduceOp::kSum,
+                                                int process_set = kGlobalProcessSet);
 
-// Blocks until every rank has called barrier().
-Status barrier();
+// Blocks until every rank (of the process set) has called barrier().
+Status barrier(int process_set = kGlobalProcessSet);
+
+// Adds a process set of these global ranks (any order; each once) and returns its id (> 0; ids
+// are never reused). Collective: every rank calls it, with the same ranks, members or not, in the
+// same order as its other add/remove calls. Throws Error when the ranks are invalid or a set
+// with the same ranks exists (the message says which).
+int add_process_set(std::vector<int> ranks);
+// Removes a process set (collective, like add_process_set()); its operations still in flight
+// fail with an error naming the set. False (and nothing happens) for kGlobalProcessSet or an id
+// that is not a set.
+bool remove_process_set(int process_set);
+// The sets that exist, kGlobalProcessSet first; a set's ranks (ascending), this rank's place in
+// it (-1 when not a member) and its size. Throw Error for an id that is not a set.
+std::vector<int> process_set_ids();
+std::vector<int> process_set_ranks(int process_set);
+int process_set_rank(int process_set);
+int process_set_size(int process_set);
+bool process_set_included(int process_set);
+
+// Horovod's join: this rank has no more data. Until every rank has joined, it takes part in the
+// other ranks' allreduces of host tensors with zeros (an average still divides by size()), and
+// their allgathers, broadcasts, reducescatters and alltoalls fail (Horovod's rule); returns once
+// every rank has joined, with the rank that joined last in *last_joined_rank. `device` is
+// accepted for Horovod's signature (zeros are made in host memory). Over every rank only: a
+// process set's operations still need all members.
+Status join(int device = kCpuDevice, int* last_joined_rank = nullptr);
 
 // Timeline control at run time. Collective: every rank calls it; the change takes effect on all
 // ranks at the same point of the response stream. Starting with a new path writes a new file.
@@ -191,6 +228,8 @@ void mark_step(std::optional<int64_t> step = std::nullopt);
 struct RankLateness {
   int rank = 0;
   std::string hostname;
+  // Negotiations this rank took part in (a process set's count for its members only; not
+  // join, while it had joined): since start, and in the window (the last 200 of them).
   uint64_t negotiations = 0;       // since start
   uint64_t times_last = 0;         // since start: negotiations this rank was the last to be ready
   uint64_t window = 0;             // negotiations in the window

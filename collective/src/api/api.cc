@@ -1,6 +1,7 @@
 // The public API (ranktime.h): the one process-wide runtime handle and thin wrappers over it.
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
@@ -117,57 +118,127 @@ int local_size() { return runtime("local_size()").local_size(); }
 int cross_rank() { return runtime("cross_rank()").cross_rank(); }
 int cross_size() { return runtime("cross_size()").cross_size(); }
 
-Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op) {
-  return runtime("allreduce_async()").submit(OpType::kAllreduce, tensor, name, op);
+Handle allreduce_async(const TensorView& tensor, const std::string& name, ReduceOp op,
+                       int process_set) {
+  return runtime("allreduce_async()")
+      .submit(OpType::kAllreduce, tensor, name, op, 0, {}, 0, process_set);
 }
 
-Handle allgather_async(const TensorView& tensor, const std::string& name) {
-  return runtime("allgather_async()").submit(OpType::kAllgather, tensor, name);
+Handle allgather_async(const TensorView& tensor, const std::string& name, int process_set) {
+  return runtime("allgather_async()")
+      .submit(OpType::kAllgather, tensor, name, ReduceOp::kSum, 0, {}, 0, process_set);
 }
 
-Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name) {
+Handle broadcast_async(const TensorView& tensor, int root_rank, const std::string& name,
+                       int process_set) {
   return runtime("broadcast_async()")
-      .submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank);
+      .submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank, {}, 0, process_set);
 }
 
-Handle reducescatter_async(const TensorView& tensor, const std::string& name, ReduceOp op) {
-  return runtime("reducescatter_async()").submit(OpType::kReducescatter, tensor, name, op);
+Handle reducescatter_async(const TensorView& tensor, const std::string& name, ReduceOp op,
+                           int process_set) {
+  return runtime("reducescatter_async()")
+      .submit(OpType::kReducescatter, tensor, name, op, 0, {}, 0, process_set);
 }
 
 Handle alltoall_async(const TensorView& tensor, const std::vector<int32_t>& splits,
-                      const std::string& name) {
-  return runtime("alltoall_async()").submit_alltoall(tensor, splits, name);
+                      const std::string& name, int process_set) {
+  return runtime("alltoall_async()").submit_alltoall(tensor, splits, name, process_set);
 }
 
 namespace {
 std::vector<Handle> submit_group(const char* caller, OpType op,
                                  const std::vector<TensorView>& tensors, const std::string& name,
-                                 ReduceOp reduce_op) {
+                                 ReduceOp reduce_op, int process_set) {
   if (tensors.empty()) {
     throw Error(std::string("ranktime::") + caller + ": group '" + name + "' has no tensors");
   }
-  return runtime(caller).submit_group(op, tensors, name, reduce_op);
+  return runtime(caller).submit_group(op, tensors, name, reduce_op, process_set);
 }
 }  // namespace
 
 std::vector<Handle> grouped_allreduce_async(const std::vector<TensorView>& tensors,
-                                            const std::string& name, ReduceOp op) {
-  return submit_group("grouped_allreduce_async()", OpType::kAllreduce, tensors, name, op);
+                                            const std::string& name, ReduceOp op, int process_set) {
+  return submit_group("grouped_allreduce_async()", OpType::kAllreduce, tensors, name, op,
+                      process_set);
 }
 
 std::vector<Handle> grouped_allgather_async(const std::vector<TensorView>& tensors,
-                                            const std::string& name) {
+                                            const std::string& name, int process_set) {
   return submit_group("grouped_allgather_async()", OpType::kAllgather, tensors, name,
-                      ReduceOp::kSum);
+                      ReduceOp::kSum, process_set);
 }
 
 std::vector<Handle> grouped_reducescatter_async(const std::vector<TensorView>& tensors,
-                                                const std::string& name, ReduceOp op) {
-  return submit_group("grouped_reducescatter_async()", OpType::kReducescatter, tensors, name, op);
+                                                const std::string& name, ReduceOp op,
+                                                int process_set) {
+  return submit_group("grouped_reducescatter_async()", OpType::kReducescatter, tensors, name, op,
+                      process_set);
 }
 
-Status barrier() {
-  return runtime("barrier()").submit(OpType::kBarrier, TensorView{}, "ranktime.barrier").wait();
+Status barrier(int process_set) {
+  return runtime("barrier()")
+      .submit(OpType::kBarrier, TensorView{}, "ranktime.barrier", ReduceOp::kSum, 0, {}, 0,
+              process_set)
+      .wait();
+}
+
+int add_process_set(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  Handle handle = runtime("add_process_set()")
+                      .submit(OpType::kAddProcessSet, TensorView{}, "ranktime.process_set",
+                              ReduceOp::kSum, 0, ranks_argument(ranks));
+  Status status = handle.wait();
+  if (!status.ok()) throw Error(status.message());
+  return static_cast<int>(handle.output_shape().at(0));
+}
+
+bool remove_process_set(int process_set) {
+  Runtime& r = runtime("remove_process_set()");
+  std::vector<int> ranks;
+  if (process_set == kGlobalProcessSet || !r.process_sets().ranks(process_set, &ranks)) {
+    return false;
+  }
+  Status status = r.submit(OpType::kRemoveProcessSet, TensorView{}, "ranktime.process_set",
+                           ReduceOp::kSum, 0, std::to_string(process_set))
+                      .wait();
+  if (!status.ok()) throw Error(status.message());
+  return true;
+}
+
+std::vector<int> process_set_ids() { return runtime("process_set_ids()").process_sets().ids(); }
+
+std::vector<int> process_set_ranks(int process_set) {
+  std::vector<int> ranks;
+  if (!runtime("process_set_ranks()").process_sets().ranks(process_set, &ranks)) {
+    throw Error("process set " + std::to_string(process_set) +
+                " does not exist (never added, or removed)");
+  }
+  return ranks;
+}
+
+int process_set_rank(int process_set) {
+  const std::vector<int> ranks = process_set_ranks(process_set);
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank());
+  return it != ranks.end() && *it == rank() ? static_cast<int>(it - ranks.begin()) : -1;
+}
+
+int process_set_size(int process_set) {
+  return static_cast<int>(process_set_ranks(process_set).size());
+}
+
+bool process_set_included(int process_set) { return process_set_rank(process_set) >= 0; }
+
+Status join(int device, int* last_joined_rank) {
+  if (device < kCpuDevice) {
+    return Status::Error("join(): device " + std::to_string(device) + " is not a device");
+  }
+  Handle handle = runtime("join()").submit(OpType::kJoin, TensorView{}, "ranktime.join");
+  Status status = handle.wait();
+  if (status.ok() && last_joined_rank != nullptr) {
+    *last_joined_rank = static_cast<int>(handle.output_shape().at(0));
+  }
+  return status;
 }
 
 void mark_step(std::optional<int64_t> step) {

@@ -21,8 +21,22 @@ enum class OpType : uint8_t {
   kTimelineStop = 5,
   kReducescatter = 6,  // every rank's tensor reduced, dimension 0 split among the ranks
   kAlltoall = 7,       // rows of dimension 0 sent to each rank (the entry's splits)
+  // Horovod's join: this rank has no more data; until every rank has joined, it takes part in
+  // the other ranks' allreduces with zeros. The response's `root` is the rank that joined last.
+  kJoin = 8,
+  // Process-set changes, collective over every rank (negotiation/process_sets.h). Add:
+  // `argument` = the ranks ("0,2,5"); the response's `root` is the new set's id. Remove:
+  // `argument` = the id of the set removed.
+  kAddProcessSet = 9,
+  kRemoveProcessSet = 10,
 };
-inline constexpr int kNumOpTypes = 8;
+inline constexpr int kNumOpTypes = 11;
+// Operations the runtime carries out itself, on every rank, moving no tensor data: the timeline
+// controls, join and the process-set changes. Never process-set or join-dependent.
+inline bool is_control_op(OpType op) {
+  return op == OpType::kTimelineStart || op == OpType::kTimelineStop || op == OpType::kJoin ||
+         op == OpType::kAddProcessSet || op == OpType::kRemoveProcessSet;
+}
 const char* op_type_name(OpType op);  // "allreduce", ...
 
 // One rank's request for one named tensor.
@@ -44,6 +58,8 @@ struct Request {
   // holds a group's tensors until all are ready on every rank, then runs them together.
   std::string group;
   uint32_t group_size = 0;
+  // The process set the operation runs over (negotiation/process_sets.h); 0: every rank.
+  int32_t process_set = 0;
 };
 
 // NTP-style timestamps for clock-offset refresh: t0 = rank 0 sent a response list, t1 = this
@@ -88,6 +104,12 @@ struct Response {
   uint8_t flags = 0;
   std::string argument;
   std::string error;  // non-empty: every listed tensor fails with this message
+  // Only the set's members execute it, over the set's communicator; `root` is then the root's
+  // rank within the set. 0: every rank.
+  int32_t process_set = 0;
+  // Elements of each tensor, parallel to names: set while a rank has joined (kJoin), which has
+  // no tensors of its own and takes part in an allreduce with zeros of these sizes.
+  std::vector<int64_t> tensor_sizes;
 };
 
 struct ResponseList {

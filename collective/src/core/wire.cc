@@ -155,6 +155,7 @@ void encode(const WorkerMessage& m, std::vector<uint8_t>* out) {
     w.str(q.error, kMaxErrorBytes);
     w.str(q.group, kMaxNameBytes);
     w.pod(q.group_size);
+    w.pod(q.process_set);
   }
   if (m.cached_ids.size() != m.cached_ready_ns.size()) {
     throw WireError("cached ids and ready times differ in count");
@@ -181,7 +182,7 @@ void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage*
   m.timeline_ack = flags & 4;
   m.clock = r.pod<ClockEcho>("clock");
   m.shutdown_why = r.str(kMaxArgumentBytes, "shutdown_why");
-  uint32_t n = r.count("request count", 2 + 9 + 4 + 8 + 8 + 2 + 4);
+  uint32_t n = r.count("request count", 2 + 9 + 4 + 8 + 8 + 2 + 4 + 4);
   m.requests.resize(n);
   for (Request& q : m.requests) {
     q.name = r.str(kMaxNameBytes, "name");
@@ -192,6 +193,7 @@ void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage*
     q.error = r.str(kMaxErrorBytes, "error");
     q.group = r.str(kMaxNameBytes, "group");
     q.group_size = r.pod<uint32_t>("group_size");
+    q.process_set = r.pod<int32_t>("process_set");
   }
   r.vec_into("cached_ids", &m.cached_ids);
   r.vec_into("cached_ready_ns", &m.cached_ready_ns);
@@ -226,6 +228,8 @@ void encode(const ResponseList& l, std::vector<uint8_t>* out) {
     w.vec(s.first_dims);
     w.str(s.argument, kMaxArgumentBytes);
     w.str(s.error, kMaxErrorBytes);
+    w.pod(s.process_set);
+    w.vec(s.tensor_sizes);
   }
   w.vec(l.cache_evicted);
   w.vec(l.lane_ranks);
@@ -242,7 +246,7 @@ ResponseList decode_response_list(const uint8_t* data, size_t size) {
   l.shutdown = shutdown_flags & 1;
   l.fatal = shutdown_flags & 2;
   l.shutdown_reason = r.str(kMaxErrorBytes, "shutdown_reason");
-  uint32_t n = r.count("response count", 12 + 4 + 4 + 4 + 4 + 2 + 2);
+  uint32_t n = r.count("response count", 12 + 4 + 4 + 4 + 4 + 2 + 2 + 4 + 4);
   l.responses.resize(n);
   for (Response& s : l.responses) {
     get_common(r, &s);
@@ -258,6 +262,11 @@ ResponseList decode_response_list(const uint8_t* data, size_t size) {
     s.first_dims = r.vec<int64_t>("first_dims");
     s.argument = r.str(kMaxArgumentBytes, "argument");
     s.error = r.str(kMaxErrorBytes, "error");
+    s.process_set = r.pod<int32_t>("process_set");
+    s.tensor_sizes = r.vec<int64_t>("tensor_sizes");
+    if (!s.tensor_sizes.empty() && s.tensor_sizes.size() != s.names.size()) {
+      throw WireError("tensor sizes do not match names");
+    }
   }
   l.cache_evicted = r.vec<uint32_t>("cache_evicted");
   l.lane_ranks = r.vec<int32_t>("lane_ranks");
@@ -283,6 +292,12 @@ const char* op_type_name(OpType op) {
       return "reducescatter";
     case OpType::kAlltoall:
       return "alltoall";
+    case OpType::kJoin:
+      return "join";
+    case OpType::kAddProcessSet:
+      return "add_process_set";
+    case OpType::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "invalid";
 }

@@ -56,7 +56,8 @@ std::vector<int32_t> Inspector::take_lane_change() {
 void Inspector::add(const std::vector<Negotiation>& done) {
   std::lock_guard<std::mutex> lock(lateness_mutex_);
   for (const Negotiation& n : done) {
-    if (n.op != OpType::kTimelineStart && n.op != OpType::kTimelineStop) lateness_.add(n.ready_ns);
+    // Not the controls: a join's "lag" is how much more data the other ranks had.
+    if (!is_control_op(n.op)) lateness_.add(n.ready_ns, n.ranks, n.joined);
   }
 }
 

@@ -1,8 +1,9 @@
-// Negotiation on rank 0: readiness bookkeeping, then validation and fusion of what is ready; the
-// response cache's rank-0 side.
+// Negotiation on rank 0: readiness bookkeeping (process sets, join), then validation and fusion
+// of what is ready; the response cache's rank-0 side.
 #include "negotiation/coordinator.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "negotiation/response_cache.h"
 
@@ -13,15 +14,15 @@ namespace {
 // slot was reused names no tensor rather than the wrong one.
 constexpr int kSlotBits = 20;
 constexpr uint32_t kSlotMask = (uint32_t{1} << kSlotBits) - 1;
-constexpr int64_t kMissing = INT64_MIN;
 
 std::string duplicate_message(const std::string& name, int rank) {
   return "tensor '" + name + "': rank " + std::to_string(rank) +
          " submitted it twice while in flight";
 }
 
-// One tensor's response, with rank 0's request's fields.
-Response single_response(const Request& q, uint32_t tensor_id) {
+}  // namespace
+
+Response Coordinator::single_response(const Request& q, uint32_t tensor_id) {
   Response s;
   s.op = q.op;
   s.reduce_op = q.reduce_op;
@@ -32,18 +33,42 @@ Response single_response(const Request& q, uint32_t tensor_id) {
   s.argument = q.argument;
   s.names.push_back(q.name);
   s.tensor_ids.push_back(tensor_id);
+  s.process_set = q.process_set;
   return s;
 }
 
-}  // namespace
-
-Coordinator::Coordinator(int size, TensorIds* ids, size_t cache_capacity)
+Coordinator::Coordinator(int size, TensorIds* ids, size_t cache_capacity, const ProcessSets* sets)
     : size_(size),
       ids_(ids),
       capacity_(std::min(cache_capacity, kMaxCacheCapacity)),
-      seen_(size, 0) {}
+      seen_(size, 0),
+      sets_(sets),
+      joined_(size, 0) {
+  for (int r = 0; r < size; ++r) all_.ranks.push_back(r);
+}
+
+template <typename Asked>
+bool Coordinator::all_in(int count, int needed, bool joins_count, Asked asked) const {
+  if (count >= needed) return true;
+  if (joined_count_ == 0 || !joins_count) return false;
+  for (int r = 0; r < size_; ++r) {
+    if (joined_[r] && !asked(r)) ++count;
+  }
+  return count >= needed;
+}
+
+void Coordinator::queue_entry(const std::string& name, Entry& e) {
+  if (e.queued) return;
+  e.queued = true;
+  completed_.push_back(Done{-1, name});
+}
 
 void Coordinator::add(int rank, Request request) {
+  const ProcessSet* set = set_of(request.process_set);
+  if (set == nullptr || !set->contains(rank)) {
+    fail_now(rank, request, set);
+    return;
+  }
   auto slot_it = slot_of_name_.find(request.name);
   if (slot_it != slot_of_name_.end()) {
     Slot& slot = slots_[(slot_it->second & kSlotMask) - 1];
@@ -51,14 +76,45 @@ void Coordinator::add(int rank, Request request) {
   }
   auto [it, inserted] = table_.try_emplace(request.name);
   Entry& e = it->second;
-  if (inserted) e.by_rank.resize(size_);
+  if (inserted) {
+    e.by_rank.resize(size_);
+    e.process_set = request.process_set;
+    e.needed = set->size();
+    e.joins_count = join_counts(request);
+  }
   if (e.by_rank[rank]) {
     e.duplicate_error = duplicate_message(request.name, rank);
     return;
   }
+  const bool join = request.op == OpType::kJoin;
   e.first_ready_ns = std::min(e.first_ready_ns, request.ready_ns);
   e.by_rank[rank] = std::move(request);
-  if (++e.count == size_) completed_.push_back(Done{-1, it->first});
+  ++e.count;
+  if (join && !joined_[rank]) {
+    joined_[rank] = 1;
+    ++joined_count_;
+    last_joined_ = rank;
+    sweep_for_join();  // before the join itself can complete: their responses need the joins
+  }
+  if (all_in(e.count, e.needed, e.joins_count, [&](int r) { return e.by_rank[r].has_value(); })) {
+    queue_entry(it->first, e);
+  }
+}
+
+void Coordinator::sweep_for_join() {
+  for (auto& [name, e] : table_) {
+    if (!e.queued && e.joins_count &&
+        all_in(e.count, e.needed, true, [&](int r) { return e.by_rank[r].has_value(); })) {
+      queue_entry(name, e);
+    }
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (counts_[i] == 0 || queued_[i] || !join_counts(slots_[i].request)) continue;
+    if (all_in(counts_[i], needed_[i], true, [&](int r) { return ready_row(r)[i] != kMissing; })) {
+      queued_[i] = 1;
+      completed_.push_back(Done{static_cast<int32_t>(i), {}});
+    }
+  }
 }
 
 Coordinator::Slot* Coordinator::slot_of(uint32_t id) {
@@ -82,6 +138,7 @@ void Coordinator::move_to_table(Slot& slot) {
   sync_fast(index);
   if (counts_[index] == 0) return;
   counts_[index] = 0;
+  queued_[index] = 0;
   first_ready_[index] = INT64_MAX;
   --pending_cached_;
   for (int r = 0; r < size_; ++r) {
@@ -117,7 +174,13 @@ std::string Coordinator::add_cached(int rank, const uint32_t* ids, const int64_t
     cell = std::max(ready_ns[i], kMissing + 1);
     first_ready_[index] = std::min(first_ready_[index], cell);
     if (counts_[index]++ == 0) ++pending_cached_;
-    if (counts_[index] == size_) completed_.push_back(Done{static_cast<int32_t>(index), {}});
+    if (!queued_[index] && (counts_[index] == needed_[index] ||
+                            (joined_count_ > 0 && join_counts(slots_[index].request) &&
+                             all_in(counts_[index], needed_[index], true,
+                                    [&](int r) { return ready_row(r)[index] != kMissing; })))) {
+      queued_[index] = 1;
+      completed_.push_back(Done{static_cast<int32_t>(index), {}});
+    }
   }
   return error;
 }
@@ -183,9 +246,7 @@ uint32_t Coordinator::cache(const Request& q0, uint32_t tensor_id, int64_t bytes
       }
     }
     if (slot == nullptr) return 0;
-    retired_.push_back(Retired{slot->id, ++evictions_, std::move(slot->request)});
-    evicted_.push_back(slot->id);
-    slot_of_name_.erase(retired_.back().request.name);
+    retire_slot(*slot);
   }
   generation_ = generation_ % (UINT32_MAX >> kSlotBits) + 1;
   slot->id = (generation_ << kSlotBits) | static_cast<uint32_t>(slot - &slots_[0] + 1);
@@ -193,11 +254,20 @@ uint32_t Coordinator::cache(const Request& q0, uint32_t tensor_id, int64_t bytes
   slot->request.ready_ns = 0;
   slot->tensor_id = tensor_id;
   slot->bytes = bytes;
+  const ProcessSet* set = set_of(q0.process_set);
+  needed_[static_cast<size_t>(slot - slots_.data())] = set ? set->size() : size_;
   slot->last_used = ++uses_;
   slot->in_table = false;
   sync_fast(static_cast<size_t>(slot - slots_.data()));
   slot_of_name_[q0.name] = slot->id;
   return slot->id;
+}
+
+void Coordinator::retire_slot(Slot& slot) {
+  retired_.push_back(Retired{slot.id, ++evictions_, std::move(slot.request)});
+  evicted_.push_back(slot.id);
+  slot_of_name_.erase(retired_.back().request.name);
+  slot.request = Request();
 }
 
 // A new slot at the end, and room for it in ready_ (re-laid out with twice the stride).
@@ -207,6 +277,8 @@ size_t Coordinator::new_slot() {
   counts_.push_back(0);
   first_ready_.push_back(INT64_MAX);
   fast_ids_.push_back(0);
+  needed_.push_back(size_);
+  queued_.push_back(0);
   if (slots_.size() > stride_) {
     const size_t stride = std::min(std::max<size_t>(16, stride_ * 2), capacity_);
     std::vector<int64_t> ready(static_cast<size_t>(size_) * stride, kMissing);
@@ -243,13 +315,37 @@ void Coordinator::retire_seen() {
   retired_.erase(retired_.begin(), known);
 }
 
+template <typename ReadyOf>
+void Coordinator::fill_ticks(const ProcessSet& set, ReadyOf ready_of, Negotiation* n) const {
+  int64_t first = INT64_MAX;
+  for (int r : set.ranks) {
+    const int64_t t = ready_of(r);
+    if (t == kMissing) continue;
+    n->ranks.push_back(r);
+    n->ready_ns.push_back(t);
+    first = std::min(first, t);
+  }
+  for (int r : set.ranks) {
+    if (ready_of(r) != kMissing || !joined_[r]) continue;
+    n->ranks.push_back(r);
+    n->ready_ns.push_back(first);
+    ++n->joined;
+  }
+}
+
 std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
                                               std::vector<Negotiation>* negotiations) {
   std::vector<Response> singles;
   std::vector<int64_t> bytes;
   singles.reserve(completed_.size());
   bytes.reserve(completed_.size());
+  // Tensors failed for their process set (fail_now(), fail_set()): no negotiation, never grouped
+  // or fused; they go first, before a removal that follows them.
+  std::vector<Response> failures = std::move(failed_);
+  failed_.clear();
   std::vector<Request> by_rank;
+  std::vector<int> ranks;
+  std::vector<int64_t> ready_of_rank;
   struct Gather {
     size_t negotiation;
     size_t slot;
@@ -265,7 +361,8 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       // Through the cache: every rank sent the request that was validated when it was cached.
       const size_t index = static_cast<size_t>(done.slot);
       Slot& slot = slots_[index];
-      if (counts_[index] != size_) continue;  // moved to table_ by a duplicate full request
+      if (!queued_[index]) continue;  // moved to table_ by a duplicate full request
+      queued_[index] = 0;
       --pending_cached_;
       counts_[index] = 0;
       first_ready_[index] = INT64_MAX;
@@ -276,9 +373,20 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       slot.duplicate_error.clear();
       n.tensor_id = slot.tensor_id;
       n.op = q.op;
+      const ProcessSet& set = q.process_set == kGlobalSet ? all_ : *set_of(q.process_set);
+      bool joined_absent = false;
+      for (int r = 0; r < size_ && joined_count_ > 0; ++r)
+        joined_absent = joined_absent || (joined_[r] && ready_row(r)[index] == kMissing);
+      if (q.process_set == kGlobalSet && !joined_absent) {
+        n.ready_ns.resize(size_);
+        gather.push_back({negotiations->size(), index});
+      } else {
+        fill_ticks(
+            set, [&](int r) { return ready_row(r)[index]; }, &n);
+        for (int r : set.ranks) ready_row(r)[index] = kMissing;
+      }
+      if (s.error.empty()) apply_set_and_join(set, q, joined_absent, &s);
       n.error = s.error;
-      n.ready_ns.resize(size_);
-      gather.push_back({negotiations->size(), index});
       bytes.push_back(slot.bytes);
       if (s.error.empty()) {
         slot.last_used = ++uses_;
@@ -289,21 +397,48 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
       }
     } else {
       auto node = table_.extract(done.name);
+      if (node.empty()) continue;  // failed with its process set
       Entry& e = node.mapped();
       by_rank.clear();
-      for (auto& q : e.by_rank) by_rank.push_back(std::move(*q));
+      ranks.clear();
+      for (int r = 0; r < size_; ++r) {
+        if (!e.by_rank[r]) continue;
+        by_rank.push_back(std::move(*e.by_rank[r]));
+        ranks.push_back(r);
+      }
+      const bool whole = static_cast<int>(ranks.size()) == size_;
       const Request& q0 = by_rank[0];
       groups.push_back(GroupOf{q0.group, q0.group_size});
+      const ProcessSet* set = set_of(e.process_set);
       s = single_response(q0, ids_->id_of(done.name));
-      s.error = e.duplicate_error.empty() ? validate_requests(by_rank) : e.duplicate_error;
+      s.error = e.duplicate_error.empty()
+                    ? validate_requests(by_rank, whole ? nullptr : &ranks, whole ? nullptr : set)
+                    : e.duplicate_error;
+      if (s.error.empty() && q0.op == OpType::kRemoveProcessSet) {
+        const ProcessSet* gone = set_of(static_cast<int32_t>(std::atoi(q0.argument.c_str())));
+        if (gone == nullptr || gone->id == kGlobalSet) {
+          s.error = "remove_process_set: process set " + q0.argument + " does not exist";
+        } else {
+          fail_set(*gone, &failures);
+        }
+      }
+      if (s.error.empty() && is_control_op(q0.op)) finish_control(q0, &s);
+      if (s.error.empty()) apply_set_and_join(*set, q0, ranks.size() < set->ranks.size(), &s);
       if (s.error.empty() && s.op == OpType::kAllgather) {
         for (const Request& q : by_rank) s.first_dims.push_back(q.shape[0]);
       }
       n.tensor_id = s.tensor_ids[0];
       n.op = q0.op;
       n.error = s.error;
-      n.ready_ns.reserve(by_rank.size());
-      for (const Request& q : by_rank) n.ready_ns.push_back(q.ready_ns);
+      if (whole) {
+        n.ready_ns.reserve(by_rank.size());
+        for (const Request& q : by_rank) n.ready_ns.push_back(q.ready_ns);
+      } else {
+        ready_of_rank.assign(size_, kMissing);
+        for (size_t i = 0; i < ranks.size(); ++i) ready_of_rank[ranks[i]] = by_rank[i].ready_ns;
+        fill_ticks(
+            *set, [&](int r) { return ready_of_rank[r]; }, &n);
+      }
       bytes.push_back(request_bytes(q0));
       if (s.error.empty()) {
         s.cache_ids.push_back(cache(q0, s.tensor_ids[0], bytes.back()));
@@ -330,6 +465,11 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
   }
   retire_seen();
   if (grouped) hold_groups(groups, &singles, &bytes, negotiations, first);
+  if (!failures.empty()) {
+    bytes.insert(bytes.begin(), failures.size(), 0);
+    singles.insert(singles.begin(), std::make_move_iterator(failures.begin()),
+                   std::make_move_iterator(failures.end()));
+  }
   return plan_fusion(singles, bytes, options);
 }
 
@@ -342,9 +482,11 @@ void Coordinator::hold_groups(const std::vector<GroupOf>& groups, std::vector<Re
   for (size_t i = 0; i < singles->size(); ++i) {
     Negotiation& n = (*negotiations)[first + i];
     if (groups[i].size == 0) {
-      (*singles)[kept] = std::move((*singles)[i]);
-      (*bytes)[kept] = (*bytes)[i];
-      (*negotiations)[first + kept] = std::move(n);
+      if (kept != i) {  // a vector moved onto itself would be left empty
+        (*singles)[kept] = std::move((*singles)[i]);
+        (*bytes)[kept] = (*bytes)[i];
+        (*negotiations)[first + kept] = std::move(n);
+      }
       ++kept;
       continue;
     }
@@ -384,12 +526,15 @@ std::vector<Response> Coordinator::release(const std::string& name, HeldGroup& g
       error = m.error;
       break;
     }
+    // (A process set and a joined rank's sizes are the same for a whole group as the API makes
+    // it: its tensors are submitted together, in one set.)
     if (m.op != lead.op || m.reduce_op != lead.reduce_op || m.device != lead.device ||
-        m.root != lead.root) {
+        m.root != lead.root || m.process_set != lead.process_set ||
+        m.tensor_sizes.empty() != lead.tensor_sizes.empty()) {
       error = "tensor '" + m.names[0] + "' differs from tensor '" + lead.names[0] +
-              "' in operation, reduction or device (" + op_type_name(m.op) + " on device " +
-              std::to_string(m.device) + " vs " + op_type_name(lead.op) + " on device " +
-              std::to_string(lead.device) + ")";
+              "' in operation, reduction, device or process set (" + op_type_name(m.op) +
+              " on device " + std::to_string(m.device) + " vs " + op_type_name(lead.op) +
+              " on device " + std::to_string(lead.device) + ")";
       break;
     }
   }
@@ -421,18 +566,25 @@ std::vector<Response> Coordinator::release(const std::string& name, HeldGroup& g
 
 std::vector<Coordinator::Stalled> Coordinator::stalled(int64_t older_than_ns) const {
   std::vector<Stalled> out;
+  // Join is not a stall: a rank that ran out of data waits there for the others, for as long
+  // as they have data.
   for (const auto& [name, e] : table_) {
-    if (e.first_ready_ns > older_than_ns) continue;
+    if (e.first_ready_ns > older_than_ns || e.queued) continue;
+    const Request* any = nullptr;
+    for (const auto& q : e.by_rank) any = q ? &*q : any;
+    if (any != nullptr && any->op == OpType::kJoin) continue;
     Stalled s{name, {}, e.first_ready_ns};
-    for (int r = 0; r < size_; ++r) {
+    const ProcessSet* set = set_of(e.process_set);
+    for (int r : set ? set->ranks : all_.ranks) {
       if (!e.by_rank[r]) s.missing_ranks.push_back(r);
     }
     out.push_back(std::move(s));
   }
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (counts_[i] == 0 || first_ready_[i] > older_than_ns) continue;
+    if (counts_[i] == 0 || queued_[i] || first_ready_[i] > older_than_ns) continue;
     Stalled s{slots_[i].request.name, {}, first_ready_[i]};
-    for (int r = 0; r < size_; ++r) {
+    const ProcessSet* set = set_of(slots_[i].request.process_set);
+    for (int r : set ? set->ranks : all_.ranks) {
       if (ready_[static_cast<size_t>(r) * stride_ + i] == kMissing) s.missing_ranks.push_back(r);
     }
     out.push_back(std::move(s));
@@ -455,9 +607,14 @@ std::vector<std::string> Coordinator::drain() {
   }
   groups_.clear();
   held_ = 0;
+  failed_.clear();
+  std::fill(joined_.begin(), joined_.end(), 0);
+  joined_count_ = 0;
+  last_joined_ = -1;
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (counts_[i] > 0) names.push_back(slots_[i].request.name);
     counts_[i] = 0;
+    queued_[i] = 0;
     first_ready_[i] = INT64_MAX;
     slots_[i].in_table = false;
     sync_fast(i);

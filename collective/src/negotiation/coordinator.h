@@ -3,8 +3,9 @@
 // every rank then executes; and rank 0's side of the response cache (response_cache.h): a tensor
 // negotiated without error gets an id, and later requests that send only (id, ready time) cost
 // an array write each; and grouped operations: a group's tensors are held until all are ready on
-// every rank, then run together or fail together. Pure logic: no MPI, no clock; unit tests drive
-// it directly.
+// every rank, then run together or fail together. Process sets: a set's tensor is ready when
+// every member asked for it. Join: while ranks have joined, an allreduce of every rank is ready
+// once the others asked. Pure logic: no MPI, no clock; unit tests drive it directly.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "core/message.h"
 #include "negotiation/fusion_plan.h"
+#include "negotiation/process_sets.h"
 #include "negotiation/tensor_ids.h"
 #include "negotiation/validation.h"
 
@@ -27,17 +29,27 @@ struct Negotiation {
   OpType op = OpType::kAllreduce;
   std::vector<int64_t> ready_ns;  // per rank
   std::string error;              // the mismatch message, if the requests disagreed
+  // Whose readiness ready_ns holds, when not every rank's in rank order: a process set's members,
+  // or ranks that had joined. Empty: ready_ns[r] is rank r's.
+  std::vector<int> ranks;
+  // The last `joined` of ranks had joined instead of asking: their time is the first rank's (they
+  // were ready all along); not lateness.
+  int joined = 0;
 };
 
 class Coordinator {
  public:
   // `ids` names tensors for the responses and the timeline (outlives this). `cache_capacity`:
   // the most tensors the response cache holds (0: no cache; at most kMaxCacheCapacity).
-  Coordinator(int size, TensorIds* ids, size_t cache_capacity = 0);
+  // `sets`: the process sets (outlives this; rank 0's table, changed only between calls as
+  // the add and remove responses execute); null: set 0 only.
+  Coordinator(int size, TensorIds* ids, size_t cache_capacity = 0,
+              const ProcessSets* sets = nullptr);
   static constexpr size_t kMaxCacheCapacity = (size_t{1} << 20) - 1;
 
   // Adds `rank`'s request (ready_ns already on rank 0's clock). A second request for a name the
-  // rank already has pending is recorded as an error on that tensor.
+  // rank already has pending is recorded as an error on that tensor. A request for a process set
+  // that does not exist (removed meanwhile) or does not have `rank` fails at once, for that rank.
   void add(int rank, Request request);
 
   // Adds `rank`'s cached requests: cache ids and ready times (on rank 0's clock), `count` of
@@ -85,6 +97,10 @@ class Coordinator {
     int count = 0;
     int64_t first_ready_ns = INT64_MAX;
     std::string duplicate_error;
+    int32_t process_set = kGlobalSet;
+    int needed = 0;            // the set's size
+    bool joins_count = false;  // a joined rank counts as having asked (join_counts())
+    bool queued = false;       // in completed_
   };
   // A cached tensor: its validated request (rank 0's). Its ranks' ready times while it is
   // negotiated through the cache are in ready_, its count in counts_.
@@ -121,6 +137,35 @@ class Coordinator {
     uint32_t size = 0;
   };
 
+  // A cell of ready_ whose rank has not asked.
+  static constexpr int64_t kMissing = INT64_MIN;
+  // One tensor's response, with this request's fields.
+  static Response single_response(const Request& q, uint32_t tensor_id);
+  const ProcessSet* set_of(int32_t id) const;
+  // Whether a joined rank counts as having asked for a tensor of `q`'s kind: an operation of set 0
+  // that moves data (an allreduce is then done with the joined ranks' zeros; the others fail).
+  static bool join_counts(const Request& q);
+  // Whether every member has asked (or, join_counts(), has joined), with `asked(r)` saying
+  // whether rank r has.
+  template <typename Asked>
+  bool all_in(int count, int needed, bool joins_count, Asked asked) const;
+  void queue_entry(const std::string& name, Entry& e);
+  // A rank joined: tensors the others have all asked for are ready now.
+  void sweep_for_join();
+  // Fails `q` on `rank` at once (an unknown set, a rank outside it); goes out with the next list.
+  void fail_now(int rank, const Request& q, const ProcessSet* set);
+  // A set is removed: its pending tensors fail (into *out), its cached tensors are forgotten.
+  void fail_set(const ProcessSet& set, std::vector<Response>* out);
+  // What a process-set change or join response carries (ids, the last joined rank), or an error.
+  void finish_control(const Request& q0, Response* s);
+  // Negotiation ticks of `set`'s members from ready(r) (kMissing: did not ask), joined ranks
+  // after them at the first rank's time.
+  template <typename ReadyOf>
+  void fill_ticks(const ProcessSet& set, ReadyOf ready_of, Negotiation* n) const;
+  // Join and process-set rules for one tensor's response: the sizes a joined rank needs, the
+  // operations join does not support, a set's root as its rank in the set.
+  void apply_set_and_join(const ProcessSet& set, const Request& q0, bool joined_absent,
+                          Response* s) const;
   Slot* slot_of(uint32_t id);
   void add_cached_slow(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen,
                        std::string* error);
@@ -128,6 +173,9 @@ class Coordinator {
   size_t new_slot();
   Request materialize(const Request& cached, int64_t ready_ns) const;
   void move_to_table(Slot& slot);
+  // Forgets a slot's id as an eviction (announced in the next list), keeping its request for ids
+  // ranks sent before they learnt of it.
+  void retire_slot(Slot& slot);
   // After a full negotiation: caches `q0`'s tensor (or refreshes it); returns its id, 0 if none.
   uint32_t cache(const Request& q0, uint32_t tensor_id, int64_t bytes);
   void uncache(const std::string& name);
@@ -164,10 +212,21 @@ class Coordinator {
   // Per slot: its id while cached requests may go straight into ready_ (not in table_), else 0.
   std::vector<uint32_t> fast_ids_;
   void sync_fast(size_t i) { fast_ids_[i] = slots_[i].in_table ? 0 : slots_[i].id; }
+  // Per slot: how many ranks must send it (its set's size), whether it is in completed_.
+  std::vector<int> needed_;
+  std::vector<char> queued_;
   // Ready times by rank, then slot (kMissing: not yet): a rank's message writes one short run
   // of memory, and take_ready reads them row by row. stride_ slots per rank.
   std::vector<int64_t> ready_;
   size_t stride_ = 0;
+
+  const ProcessSets* sets_;
+  ProcessSet all_;                // set 0 when there is no table
+  std::vector<Response> failed_;  // fail_now()'s, for the next take_ready
+  std::vector<char> joined_;      // per rank: its join is pending
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  int32_t next_set_id_ = 1;
 };
 
 }  // namespace ranktime

@@ -15,6 +15,9 @@ void append(Response& batch, const Response& single) {
   batch.cache_ids.push_back(single.cache_ids.empty() ? 0 : single.cache_ids[0]);
   batch.first_dims.insert(batch.first_dims.end(), single.first_dims.begin(),
                           single.first_dims.end());
+  // A joined rank's sizes: responses with and without them never meet (plan_fusion's key).
+  batch.tensor_sizes.insert(batch.tensor_sizes.end(), single.tensor_sizes.begin(),
+                            single.tensor_sizes.end());
 }
 
 }  // namespace
@@ -26,7 +29,7 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
     int64_t bytes;
   };
   std::vector<Response> out;
-  std::map<std::tuple<int, int, int, int, int>, Open> open;
+  std::map<std::tuple<int, int, int, int, int, int32_t, bool>, Open> open;
   for (size_t i = 0; i < singles.size(); ++i) {
     const Response& s = singles[i];
     bool fusable = s.error.empty() && s.names.size() == 1 &&
@@ -38,8 +41,11 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
       out.push_back(s);
       continue;
     }
+    // Not across process sets (different communicators), nor between responses with and
+    // without the sizes a joined rank needs.
     auto key = std::make_tuple(static_cast<int>(s.op), static_cast<int>(s.reduce_op),
-                               static_cast<int>(s.dtype), s.device, s.root);
+                               static_cast<int>(s.dtype), s.device, s.root, s.process_set,
+                               s.tensor_sizes.empty());
     auto it = open.find(key);
     if (it != open.end() && it->second.bytes + bytes[i] <= options.threshold) {
       append(out[it->second.index], s);

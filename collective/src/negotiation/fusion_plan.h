@@ -17,10 +17,10 @@ struct FusionOptions {
   int64_t max_tensor = int64_t{1} << 20;
 };
 
-// Packs consecutive compatible responses (same op, reduction, dtype, device, root) into batches of
-// at most options.threshold bytes. `bytes[i]` is the size of singles[i]'s tensor. Allreduce,
-// broadcast and reducescatter fuse; a response that already holds several tensors (a group's)
-// passes through as it is.
+// Packs consecutive compatible responses (same op, reduction, dtype, device, root, process set)
+// into batches of at most options.threshold bytes. `bytes[i]` is the size of singles[i]'s tensor.
+// Allreduce, broadcast and reducescatter fuse; a response that already holds several tensors (a
+// group's) passes through as it is.
 std::vector<Response> plan_fusion(const std::vector<Response>& singles,
                                   const std::vector<int64_t>& bytes, const FusionOptions& options);
 

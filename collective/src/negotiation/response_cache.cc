@@ -4,15 +4,14 @@
 namespace ranktime {
 
 bool cacheable(const Request& q) {
-  return q.error.empty() && q.op != OpType::kAllgather && q.op != OpType::kTimelineStart &&
-         q.op != OpType::kTimelineStop;
+  return q.error.empty() && q.op != OpType::kAllgather && !is_control_op(q.op);
 }
 
 bool same_request(const Request& a, const Request& b) {
   return a.name == b.name && a.op == b.op && a.reduce_op == b.reduce_op && a.dtype == b.dtype &&
          a.device == b.device && a.root == b.root && a.shape == b.shape && a.flags == b.flags &&
          a.argument == b.argument && a.error == b.error && a.group_size == b.group_size &&
-         a.group == b.group;
+         a.group == b.group && a.process_set == b.process_set;
 }
 
 uint32_t WorkerCache::id_for(const Request& q) const {

@@ -13,8 +13,9 @@
 namespace ranktime {
 
 // Whether requests of this kind may be cached: not allgather (first dimensions vary per rank and
-// step, and its response carries them), not the timeline controls, not a request carrying a local
-// error. (Alltoall is: its ranks exchange their splits when it runs, its response is the same.)
+// step, and its response carries them), not the control operations (is_control_op), not a request
+// carrying a local error. (Alltoall is: its ranks exchange their splits when it runs, its
+// response is the same.)
 bool cacheable(const Request& q);
 
 // Whether two requests ask for the same thing (all but the ready time).

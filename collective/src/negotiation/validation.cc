@@ -11,20 +11,14 @@
 namespace ranktime {
 namespace {
 
-std::string ranks_str(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
-  return s;
-}
-
 // When the ranks differ in `key` (what is compared of a request), sets *message to "<field>
 // differs between ranks: float32 on ranks 0,1; float64 on rank 2", with `text` showing a key;
 // leaves it alone when they agree. Agreeing, as in every negotiation of a correct program, costs
 // a comparison per rank and builds no string (building them for every tensor was 44% of rank
 // 0's background thread on 1,000 small tensors).
 template <typename Key, typename Text>
-void describe_difference(const std::vector<Request>& by_rank, const char* field, Key key, Text text,
-                         std::string* message) {
+void describe_difference(const std::vector<Request>& by_rank, const std::vector<int>* ranks,
+                         const char* field, Key key, Text text, std::string* message) {
   const auto& first = key(by_rank[0]);
   if (std::all_of(by_rank.begin() + 1, by_rank.end(),
                   [&](const Request& q) { return key(q) == first; })) {
@@ -35,12 +29,12 @@ void describe_difference(const std::vector<Request>& by_rank, const char* field,
   for (size_t r = 0; r < by_rank.size(); ++r) {
     std::string v = text(key(by_rank[r]));
     if (!groups.count(v)) order.push_back(v);
-    groups[v].push_back(static_cast<int>(r));
+    groups[v].push_back(ranks ? (*ranks)[r] : static_cast<int>(r));
   }
   std::string& s = *message;
   s = std::string(field) + " differs between ranks: ";
   for (size_t i = 0; i < order.size(); ++i) {
-    s += (i ? "; " : "") + order[i] + " on " + ranks_str(groups[order[i]]);
+    s += (i ? "; " : "") + order[i] + " on " + ranks_text(groups[order[i]]);
   }
 }
 
@@ -52,6 +46,12 @@ std::string group_text(const std::pair<std::string, uint32_t>& group) {
 }
 
 }  // namespace
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? "," : "") + std::to_string(ranks[i]);
+  return s;
+}
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -132,61 +132,77 @@ int64_t request_bytes(const Request& q) {
   return n * static_cast<int64_t>(dtype_size(q.dtype));
 }
 
-std::string validate_requests(const std::vector<Request>& by_rank) {
+std::string validate_requests(const std::vector<Request>& by_rank, const std::vector<int>* ranks,
+                              const ProcessSet* set) {
   const Request& first = by_rank.at(0);
   std::string d;
   for (size_t r = 0; r < by_rank.size() && d.empty(); ++r) {
-    if (!by_rank[r].error.empty()) d = "rank " + std::to_string(r) + ": " + by_rank[r].error;
+    if (!by_rank[r].error.empty()) {
+      d = "rank " + std::to_string(ranks ? (*ranks)[r] : static_cast<int>(r)) + ": " +
+          by_rank[r].error;
+    }
   }
   if (d.empty()) {
     describe_difference(
-        by_rank, "operation", [](const Request& q) { return q.op; }, op_type_name, &d);
+        by_rank, ranks, "operation", [](const Request& q) { return q.op; }, op_type_name, &d);
   }
   if (d.empty()) {
     describe_difference(
-        by_rank, "dtype", [](const Request& q) { return q.dtype; }, dtype_name, &d);
+        by_rank, ranks, "dtype", [](const Request& q) { return q.dtype; }, dtype_name, &d);
   }
   if (d.empty()) {
     describe_difference(
-        by_rank, "device", [](const Request& q) { return q.device == kCpuDevice; },
+        by_rank, ranks, "device", [](const Request& q) { return q.device == kCpuDevice; },
         [](bool cpu) { return cpu ? "cpu" : "gpu"; }, &d);
   }
   if (d.empty()) {
     describe_difference(
-        by_rank, "group", [](const Request& q) { return std::make_pair(q.group, q.group_size); },
-        group_text, &d);
+        by_rank, ranks, "group",
+        [](const Request& q) { return std::make_pair(q.group, q.group_size); }, group_text, &d);
   }
   const bool reduces = first.op == OpType::kAllreduce || first.op == OpType::kReducescatter;
   if (d.empty() && reduces) {
     describe_difference(
-        by_rank, "reduction", [](const Request& q) { return q.reduce_op; }, reduce_op_name, &d);
+        by_rank, ranks, "reduction", [](const Request& q) { return q.reduce_op; }, reduce_op_name,
+        &d);
   }
   if (d.empty() && (reduces || first.op == OpType::kBroadcast)) {
     describe_difference(
-        by_rank, "shape", [](const Request& q) -> const std::vector<int64_t>& { return q.shape; },
-        shape_text, &d);
+        by_rank, ranks, "shape",
+        [](const Request& q) -> const std::vector<int64_t>& { return q.shape; }, shape_text, &d);
   }
   if (d.empty() && (first.op == OpType::kAllgather || first.op == OpType::kAlltoall)) {
     describe_difference(
-        by_rank, "number of dimensions", [](const Request& q) { return q.shape.size(); },
+        by_rank, ranks, "number of dimensions", [](const Request& q) { return q.shape.size(); },
         number_str, &d);
     if (d.empty() && first.shape.empty()) {
       d = std::string(op_type_name(first.op)) + " needs at least one dimension";
     }
     if (d.empty()) {
       describe_difference(
-          by_rank, "shape after the first dimension",
+          by_rank, ranks, "shape after the first dimension",
           [](const Request& q) { return std::vector<int64_t>(q.shape.begin() + 1, q.shape.end()); },
           shape_text, &d);
     }
   }
   if (d.empty() && first.op == OpType::kBroadcast) {
     describe_difference(
-        by_rank, "root rank", [](const Request& q) { return q.root; }, number_str, &d);
-    if (d.empty() && (first.root < 0 || first.root >= static_cast<int>(by_rank.size()))) {
+        by_rank, ranks, "root rank", [](const Request& q) { return q.root; }, number_str, &d);
+    const int size = set ? set->size() : static_cast<int>(by_rank.size());
+    if (d.empty() && set != nullptr && set->id != kGlobalSet && !set->contains(first.root)) {
+      d = "root rank " + std::to_string(first.root) + " is not in " + process_set_text(*set);
+    } else if (d.empty() && (set == nullptr || set->id == kGlobalSet) &&
+               (first.root < 0 || first.root >= size)) {
       d = "root rank " + std::to_string(first.root) + " is out of range for " +
-          std::to_string(by_rank.size()) + " ranks";
+          std::to_string(size) + " ranks";
     }
+  }
+  if (d.empty() && (first.op == OpType::kAddProcessSet || first.op == OpType::kRemoveProcessSet)) {
+    describe_difference(
+        by_rank, ranks,
+        first.op == OpType::kAddProcessSet ? "process set ranks" : "process set to remove",
+        [](const Request& q) -> const std::string& { return q.argument; },
+        [](const std::string& a) { return "[" + a + "]"; }, &d);
   }
   return d.empty() ? "" : "tensor '" + first.name + "': " + d;
 }

@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "core/message.h"
+#include "negotiation/process_sets.h"
 
 namespace ranktime {
 
+// "rank 2" or "ranks 0,2,5", for messages.
+std::string ranks_text(const std::vector<int>& ranks);
 // "[2,3]".
 std::string shape_text(const std::vector<int64_t>& shape);
 
@@ -26,8 +29,12 @@ std::string check_arguments(OpType op, const TensorView& view, const std::vector
                             int size);
 
 // Checks that every rank's request for one tensor agrees. Returns "" or a message naming the
-// tensor, the field that differs and each rank's value.
-std::string validate_requests(const std::vector<Request>& by_rank);
+// tensor, the field that differs and each rank's value. `ranks`: the rank of each request, when
+// they are not every rank in order (a process set's members, ranks that did not join); `set`: the
+// process set of the tensor (a broadcast's root must be one of its ranks); null: every rank.
+std::string validate_requests(const std::vector<Request>& by_rank,
+                              const std::vector<int>* ranks = nullptr,
+                              const ProcessSet* set = nullptr);
 
 // Byte size of a request's tensor on the submitting rank.
 int64_t request_bytes(const Request& request);

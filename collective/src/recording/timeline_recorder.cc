@@ -28,6 +28,8 @@ Phase op_phase(OpType op) {
       return Phase::kReducescatter;
     case OpType::kAlltoall:
       return Phase::kAlltoall;
+    case OpType::kJoin:
+      return Phase::kJoin;
     default:
       return Phase::kAllreduce;
   }
@@ -45,6 +47,8 @@ Phase negotiate_phase(OpType op) {
       return Phase::kNegotiateReducescatter;
     case OpType::kAlltoall:
       return Phase::kNegotiateAlltoall;
+    case OpType::kJoin:
+      return Phase::kNegotiateJoin;
     default:
       return Phase::kNegotiateAllreduce;
   }
@@ -154,15 +158,20 @@ void TimelineRecorder::emit(const Record* records, size_t n) {
 void TimelineRecorder::negotiations(const std::vector<Negotiation>& done, int64_t known_ns) {
   if (!on_ || done.empty() || !in_window()) return;
   batch_.clear();
-  for (const Negotiation& n : done) add_negotiation(n, known_ns);
+  for (const Negotiation& n : done) {
+    // A process set's change shows as an instant when it executes, not as a tensor.
+    if (n.op != OpType::kAddProcessSet && n.op != OpType::kRemoveProcessSet) {
+      add_negotiation(n, known_ns);
+    }
+  }
   emit(batch_.data(), batch_.size());
 }
 
 void TimelineRecorder::add_negotiation(const Negotiation& n, int64_t known_ns) {
   if (last_negotiation_end_.size() <= n.tensor_id) last_negotiation_end_.resize(n.tensor_id + 1, 0);
   ticks_.clear();
-  for (int r = 0; r < static_cast<int>(n.ready_ns.size()); ++r)
-    ticks_.emplace_back(n.ready_ns[r], r);
+  for (int i = 0; i < static_cast<int>(n.ready_ns.size()); ++i)
+    ticks_.emplace_back(n.ready_ns[i], n.ranks.empty() ? i : n.ranks[i]);
   std::sort(ticks_.begin(), ticks_.end());
   // The slice lies in [end of this tensor's previous negotiation, known_ns], the ticks in the
   // slice: clock-offset uncertainty must not break the nesting of the negotiate lane.

@@ -27,7 +27,8 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
       clock_(config.test_clock_skew_us * 1000),
       world_(std::move(world)),
       channel_(&world_->control()),
-      placement_(world_->placement()) {
+      placement_(world_->placement()),
+      sets_(placement_.rank, placement_.size) {
   set_log_context(rank(), config_.log_level);
   check_lane_ranks(config_.timeline_ranks, size());  // on every rank, before any exchange
   for (const auto& [name, value] : config_.describe()) RANKTIME_LOG(kDebug, name << "=" << value);
@@ -52,8 +53,9 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
                         static_cast<uint64_t>(config_.timeline_max_mb * (1 << 20)),
                         static_cast<uint64_t>(config_.timeline_keep_files));
   if (rank() == 0) {
-    coordinator_ = std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
-                                                 static_cast<size_t>(config_.cache_capacity));
+    coordinator_ =
+        std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
+                                      static_cast<size_t>(config_.cache_capacity), &sets_.table());
     inspector_ = std::make_unique<Inspector>(size(), config_, &peers_.hostnames);
   }
   finals_.assign(size(), 0);
@@ -114,26 +116,54 @@ timeline::RunMetadata Runtime::run_metadata(bool mark_cycles) const {
   return m;
 }
 
+std::unique_ptr<TensorEntry> Runtime::make_set_entry(
+    OpType op, const TensorView& view, const std::string& name, ReduceOp reduce_op, int root,
+    std::string argument, uint8_t flags, std::vector<int32_t> splits, int32_t process_set,
+    const ProcessSetRegistry::Submission& in_set, std::string* local_error) const {
+  auto entry = make_entry(op, view, name + in_set.label, reduce_op, root, std::move(argument),
+                          flags, check_device_, local_error, std::move(splits), in_set.size);
+  entry->request.process_set = process_set;
+  if (entry->request.error.empty()) entry->request.error = in_set.request;
+  if (local_error->empty() && !in_set.local.empty()) {
+    *local_error = "tensor '" + name + "': " + in_set.local;
+  }
+  return entry;
+}
+
 Handle Runtime::submit(OpType op, const TensorView& view, const std::string& name,
-                       ReduceOp reduce_op, int root, std::string argument, uint8_t flags) {
+                       ReduceOp reduce_op, int root, std::string argument, uint8_t flags,
+                       int32_t process_set) {
   std::string local_error;
-  auto entry = make_entry(op, view, name, reduce_op, root, std::move(argument), flags,
-                          check_device_, &local_error, {}, size());
+  auto entry =
+      make_set_entry(op, view, name, reduce_op, root, std::move(argument), flags, {}, process_set,
+                     sets_.check(process_set, op, root, view.device), &local_error);
   return queue_.submit(std::move(entry), local_error, clock_);
 }
 
 Handle Runtime::submit_alltoall(const TensorView& view, std::vector<int32_t> splits,
-                                const std::string& name) {
+                                const std::string& name, int32_t process_set) {
   std::string local_error;
-  auto entry = make_entry(OpType::kAlltoall, view, name, ReduceOp::kSum, 0, {}, 0, check_device_,
-                          &local_error, std::move(splits), size());
+  auto entry = make_set_entry(
+      OpType::kAlltoall, view, name, ReduceOp::kSum, 0, {}, 0, std::move(splits), process_set,
+      sets_.check(process_set, OpType::kAlltoall, 0, view.device), &local_error);
   return queue_.submit(std::move(entry), local_error, clock_);
 }
 
 std::vector<Handle> Runtime::submit_group(OpType op, const std::vector<TensorView>& views,
-                                          const std::string& name, ReduceOp reduce_op) {
+                                          const std::string& name, ReduceOp reduce_op,
+                                          int32_t process_set) {
   std::string local_error;
-  auto entries = make_group(op, views, name, reduce_op, check_device_, size(), &local_error);
+  std::vector<std::unique_ptr<TensorEntry>> entries;
+  const std::string of = "of" + std::to_string(views.size());
+  for (size_t i = 0; i < views.size(); ++i) {
+    const auto in_set = sets_.check(process_set, op, 0, views[i].device);
+    auto entry = make_set_entry(op, views[i], name + "_" + std::to_string(i + 1) + of, reduce_op, 0,
+                                {}, 0, {}, process_set, in_set, &local_error);
+    // Rank 0 holds groups by name: a set's are its own, as its tensors are.
+    entry->request.group = name + in_set.label;
+    entry->request.group_size = static_cast<uint32_t>(views.size());
+    entries.push_back(std::move(entry));
+  }
   return queue_.submit(std::move(entries), local_error, clock_);
 }
 
@@ -313,28 +343,17 @@ bool Runtime::coordinator_step() {
 void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
   if (!list.lane_ranks.empty()) timeline_->set_lane_ranks(list.lane_ranks);
   for (const Response& r : list.responses) {
-    entries_scratch_.clear();
-    for (const std::string& name : r.names) {
-      auto it = in_flight_.find(name);
-      if (it == in_flight_.end()) {
-        RANKTIME_LOG(kError,
-                     "rank 0 scheduled tensor '" << name << "', which this rank never submitted");
-        continue;
+    if (r.op == OpType::kAddProcessSet || r.op == OpType::kRemoveProcessSet ||
+        r.op == OpType::kJoin) {
+      entries_scratch_.clear();
+      for (const std::string& name : r.names) {
+        auto it = in_flight_.find(name);
+        if (it != in_flight_.end()) entries_scratch_.push_back(it->second.get());
       }
-      entries_scratch_.push_back(it->second.get());
-    }
-    if (entries_scratch_.size() != r.names.size()) {
-      for (TensorEntry* e : entries_scratch_) {
-        complete(e, Status::Error("tensor '" + e->request.name +
-                                  "': internal error: inconsistent response"));
-      }
+      execute_set_change(r, entries_scratch_);
       continue;
     }
-    if (rank() != 0) {
-      for (size_t i = 0; i < entries_scratch_.size(); ++i) {
-        worker_cache_.learn(entries_scratch_[i]->request, r.cache_ids.empty() ? 0 : r.cache_ids[i]);
-      }
-    }
+    if (!gather_entries(r)) continue;
     if (r.op == OpType::kTimelineStart || r.op == OpType::kTimelineStop) {
       execute_control(r, entries_scratch_);
       continue;
@@ -343,7 +362,17 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
       for (TensorEntry* e : entries_scratch_) complete(e, Status::Error(r.error));
       continue;
     }
-    Backend& backend = device_ && r.device != kCpuDevice ? *device_ : *host_;
+    Backend* set_backend = sets_.backend(r.process_set);
+    if (r.process_set != kGlobalSet && set_backend == nullptr) {  // never: members have one
+      for (TensorEntry* e : entries_scratch_) {
+        complete(e, Status::Error("tensor '" + e->request.name + "': internal error: no " +
+                                  "backend for process set " + std::to_string(r.process_set)));
+      }
+      continue;
+    }
+    Backend& backend = set_backend                         ? *set_backend
+                       : device_ && r.device != kCpuDevice ? *device_
+                                                           : *host_;
     if (!backend.completes_in_enqueue()) {
       backend.enqueue(r, entries_scratch_, arrival_ns);  // completes later, on its own terms
       continue;
@@ -351,7 +380,8 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
     liveness_->executing(&r);
     backend.enqueue(r, entries_scratch_, arrival_ns);
     liveness_->executing(nullptr);
-    liveness_->collective_done(clock_.now_ns());  // every rank was alive
+    // Every rank was alive (a process set's collective says so of its members only).
+    if (r.process_set == kGlobalSet) liveness_->collective_done(clock_.now_ns());
     deliver(backend);
   }
   if (!list.cache_evicted.empty()) worker_cache_.evict(list.cache_evicted);
@@ -421,9 +451,11 @@ void Runtime::drain_backends() {
 
 void Runtime::complete(TensorEntry* entry, const Status& status) {
   auto handle = entry->handle;
-  const std::string name = entry->request.name;  // the entry dies with its map node
-  queue_.release(name);  // before waking the waiter: it may reuse the name at once
-  in_flight_.erase(name);
+  auto it = in_flight_.find(entry->request.name);
+  if (it != in_flight_.end() && it->second.get() == entry) {  // not a joined rank's zeros
+    queue_.release(it->first);  // before waking the waiter: it may reuse the name at once
+    in_flight_.erase(it);       // the entry dies with its map node
+  }
   handle->complete(status);
 }
 

@@ -33,7 +33,9 @@
 #include "negotiation/response_cache.h"
 #include "recording/timeline_recorder.h"
 #include "runtime/control_messages.h"
+#include "runtime/join_zeros.h"
 #include "runtime/liveness.h"
+#include "runtime/process_set_registry.h"
 #include "runtime/rendezvous.h"
 #include "runtime/signals.h"
 #include "runtime/submission_queue.h"
@@ -56,17 +58,22 @@ class Runtime {
   int cross_rank() const { return placement_.cross_rank; }
   int cross_size() const { return placement_.cross_size; }
 
-  // Queues one request; never blocks on the network.
+  // Queues one request; never blocks on the network. `process_set`: the set it runs over
+  // (its tensor is then named per set_tensor_name()).
   Handle submit(OpType op, const TensorView& view, const std::string& name,
                 ReduceOp reduce_op = ReduceOp::kSum, int root = 0, std::string argument = {},
-                uint8_t flags = 0);
-  // An alltoall sending splits[r] rows to rank r (empty: an equal split).
+                uint8_t flags = 0, int32_t process_set = kGlobalSet);
+  // An alltoall sending splits[r] rows to rank r of the set (empty: an equal split).
   Handle submit_alltoall(const TensorView& view, std::vector<int32_t> splits,
-                         const std::string& name);
+                         const std::string& name, int32_t process_set = kGlobalSet);
   // A group (allreduce, allgather or reducescatter; see ranktime.h): tensor i is named
   // `name_<i+1>of<n>`; queued all together or not at all.
   std::vector<Handle> submit_group(OpType op, const std::vector<TensorView>& views,
-                                   const std::string& name, ReduceOp reduce_op = ReduceOp::kSum);
+                                   const std::string& name, ReduceOp reduce_op = ReduceOp::kSum,
+                                   int32_t process_set = kGlobalSet);
+
+  // Any thread: the process sets (queries; changes go through submit()).
+  const ProcessSetRegistry& process_sets() const { return sets_; }
 
   // Announces shutdown to every rank (with `why`, e.g. "called shutdown()") and waits for the
   // background thread to finish.
@@ -97,6 +104,20 @@ class Runtime {
   void complete(TensorEntry* entry, const Status& status);
 
   void execute_control(const Response& response, const std::vector<TensorEntry*>& entries);
+  // Looks up `response`'s entries into entries_scratch_; false when it is not this rank's to run
+  // (another set's, or one this rank lacks for no reason: the found ones then fail). A joined
+  // rank's missing allreduce tensors are zeros (JoinZeros).
+  bool gather_entries(const Response& response);
+  // One submission's entry (make_entry) over `process_set`, as `in_set` says (its name's label,
+  // its split count, its refusals).
+  std::unique_ptr<TensorEntry> make_set_entry(OpType op, const TensorView& view,
+                                              const std::string& name, ReduceOp reduce_op, int root,
+                                              std::string argument, uint8_t flags,
+                                              std::vector<int32_t> splits, int32_t process_set,
+                                              const ProcessSetRegistry::Submission& in_set,
+                                              std::string* local_error) const;
+  // Process-set changes and join, on every rank.
+  void execute_set_change(const Response& response, const std::vector<TensorEntry*>& entries);
   // Records and completes what `backend` has finished; true when there was anything.
   bool deliver(Backend& backend);
   // The device backend's completions, when it has woken the loop (or `force`).
@@ -142,6 +163,7 @@ class Runtime {
 
   // Shared with user threads.
   SubmissionQueue queue_;
+  ProcessSetRegistry sets_;
 
   // Owned by the background thread.
   std::unordered_map<std::string, std::unique_ptr<TensorEntry>> in_flight_;
@@ -164,6 +186,7 @@ class Runtime {
   int64_t cycle_ = 0;
   std::vector<Negotiation> negotiations_;
   std::vector<TensorEntry*> entries_scratch_;
+  JoinZeros join_zeros_;
   bool finished_ = false;
   std::unique_ptr<Liveness> liveness_;
   std::unique_ptr<SignalReport> signals_;  // when the world handles signals

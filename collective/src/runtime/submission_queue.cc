@@ -61,21 +61,6 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
   return entry;
 }
 
-std::vector<std::unique_ptr<TensorEntry>> make_group(
-    OpType op, const std::vector<TensorView>& views, const std::string& name, ReduceOp reduce_op,
-    const std::function<std::string(int)>& check_device, int size, std::string* local_error) {
-  std::vector<std::unique_ptr<TensorEntry>> entries;
-  const std::string of = "of" + std::to_string(views.size());
-  for (size_t i = 0; i < views.size(); ++i) {
-    auto entry = make_entry(op, views[i], name + "_" + std::to_string(i + 1) + of, reduce_op, 0, {},
-                            0, check_device, local_error, {}, size);
-    entry->request.group = name;
-    entry->request.group_size = static_cast<uint32_t>(views.size());
-    entries.push_back(std::move(entry));
-  }
-  return entries;
-}
-
 Handle SubmissionQueue::submit(std::unique_ptr<TensorEntry> entry, const std::string& local_error,
                                const Clock& clock) {
   std::vector<std::unique_ptr<TensorEntry>> one;

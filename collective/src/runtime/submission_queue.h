@@ -30,12 +30,6 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
                                         std::string* local_error, std::vector<int32_t> splits = {},
                                         int size = 1);
 
-// A group's entries (make_entry for each view): tensor i named `name_<i+1>of<n>`, each request
-// carrying the group's name and size.
-std::vector<std::unique_ptr<TensorEntry>> make_group(
-    OpType op, const std::vector<TensorView>& views, const std::string& name, ReduceOp reduce_op,
-    const std::function<std::string(int)>& check_device, int size, std::string* local_error);
-
 class SubmissionQueue {
  public:
   // User threads. Queues `entry`, stamping its ready time from `clock`, or completes its handle

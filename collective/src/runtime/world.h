@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "core/clock.h"
@@ -37,6 +38,12 @@ class World {
   // wake() is called from the backend's threads when completions are waiting.
   virtual std::unique_ptr<Backend> device_backend(const Clock* clock, const Config& config,
                                                   std::function<void()> wake) = 0;
+  // The host backend of a process set of these (ascending, global) ranks, over a communicator of
+  // their own; null on the ranks outside it. Collective: every rank calls it for every set added,
+  // in the same order.
+  virtual std::unique_ptr<Backend> process_set_backend(int32_t id, const std::vector<int>& ranks,
+                                                       const Clock* clock,
+                                                       const Config& config) = 0;
   // "" when tensors on `device` can run here, else why not (fails the tensor on every rank).
   virtual std::string check_device(int device) const = 0;
   // One runtime per process reacts to SIGINT/SIGTERM (reports what was pending, fails it).

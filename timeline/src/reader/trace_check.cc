@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gzip_input.h"
+#include "ranktime/timeline/process_set_label.h"
 #include "ranktime/timeline/trace_names.h"
 #include "trace_file.h"
 
@@ -171,7 +172,12 @@ void TraceChecker::on_metadata(const TraceEvent& e) {
       violation(e, e.name + " has no string \"name\" in its args");
       return;
     }
-    if (e.name == "process_name") process_names_[e.pid] = e.args["name"].get<std::string>();
+    if (e.name == "process_name") {
+      std::string name = e.args["name"].get<std::string>();
+      std::vector<int> set = process_set_ranks_in(name);
+      if (!set.empty()) set_ranks_[e.pid] = std::move(set);
+      process_names_[e.pid] = std::move(name);
+    }
     if (e.name == "thread_name" && e.pid == 0) on_run_thread_name(e);
     return;
   }
@@ -389,7 +395,7 @@ void TraceChecker::on_negotiate_event(const TraceEvent& e, ThreadState& thread) 
       violation(e, "unknown slice " + in_quotes(e.name) + " on the negotiate thread of " +
                        where(e) +
                        " (expected NEGOTIATE_ALLREDUCE, _ALLGATHER, _BROADCAST, _BARRIER, "
-                       "_REDUCESCATTER or _ALLTOALL)");
+                       "_REDUCESCATTER, _ALLTOALL or _JOIN)");
     } else {
       frame.kind = FrameKind::kNegotiation;
       if (!thread.stack.empty()) {
@@ -447,6 +453,12 @@ void TraceChecker::on_tick(const TraceEvent& e, ThreadState& thread) {
     violation(e, "tick of rank " + e.name + " at ts " + format_ts(e.ts) + " is before its " +
                      frame.name + " began (" + format_ts(frame.ts) + ")");
   }
+  auto set = set_ranks_.find(e.pid);
+  if (set != set_ranks_.end() &&
+      !std::binary_search(set->second.begin(), set->second.end(), rank)) {
+    violation(e, "tick of rank " + e.name + " on " + where(e) +
+                     ", a rank outside the tensor's process set");
+  }
   if (static_cast<size_t>(rank) < frame.ticked.size()) {
     if (frame.ticked[rank]) {
       violation(e, "second tick of rank " + e.name + " in the " + frame.name +
@@ -481,19 +493,28 @@ void TraceChecker::check_negotiation_end(const TraceEvent& e, const Frame& frame
                      " (" + format_ts(e.ts) + ")");
   }
   if (ranks_ <= 0) return;
+  // A process set's negotiation has its members' ticks; any other, every rank's.
+  auto set = set_ranks_.find(e.pid);
+  std::vector<int> expected;
+  if (set == set_ranks_.end()) {
+    for (int r = 0; r < ranks_; ++r) expected.push_back(r);
+  } else {
+    expected = set->second;
+  }
   std::vector<int> missing;
-  for (int r = 0; r < ranks_; ++r) {
+  for (int r : expected) {
     if (static_cast<size_t>(r) >= frame.ticked.size() || !frame.ticked[r]) missing.push_back(r);
   }
   if (!missing.empty()) {
     Incomplete& pending = incomplete_negotiations_[e.pid];
-    pending.violation = {e.index, e.begin_offset,
-                         frame.name + " on " + where(e) + " (opened at event #" +
-                             std::to_string(frame.event_index) + ") has ticks for " +
-                             std::to_string(ranks_ - static_cast<int>(missing.size())) + " of " +
-                             std::to_string(ranks_) + " ranks; missing rank" +
-                             (missing.size() > 1 ? "s " : " ") + rank_list(missing) +
-                             " (every negotiation needs exactly one tick per rank)"};
+    pending.violation = {
+        e.index, e.begin_offset,
+        frame.name + " on " + where(e) + " (opened at event #" + std::to_string(frame.event_index) +
+            ") has ticks for " + std::to_string(expected.size() - missing.size()) + " of " +
+            std::to_string(expected.size()) +
+            (set == set_ranks_.end() ? " ranks" : " ranks of its process set") + "; missing rank" +
+            (missing.size() > 1 ? "s " : " ") + rank_list(missing) +
+            " (every negotiation needs exactly one tick per rank)"};
     pending.slice = {
         e.pid, e.tid, 0, true, frame.name, frame.ts, frame.event_index, frame.previous_end};
   }

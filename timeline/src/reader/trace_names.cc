@@ -9,9 +9,9 @@ namespace ranktime::timeline {
 namespace {
 
 // The names themselves come from phase_name(), the writer's single list.
-constexpr std::array<Phase, 6> kOperations = {Phase::kAllreduce,     Phase::kAllgather,
-                                              Phase::kBroadcast,     Phase::kBarrier,
-                                              Phase::kReducescatter, Phase::kAlltoall};
+constexpr std::array<Phase, 7> kOperations = {
+    Phase::kAllreduce,     Phase::kAllgather, Phase::kBroadcast, Phase::kBarrier,
+    Phase::kReducescatter, Phase::kAlltoall,  Phase::kJoin};
 // In execution order (hierarchical stages included): the order tables list them in.
 constexpr std::array<Phase, 18> kSubphases = {
     Phase::kQueue,

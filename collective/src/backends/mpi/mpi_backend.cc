@@ -81,13 +81,14 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 
 MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes,
                        std::shared_ptr<const HostGroups> hosts, std::string test_fail_local,
-                       std::chrono::nanoseconds spin)
+                       std::chrono::nanoseconds spin, bool owns_comm)
     : InlineBackend(clock),
       comm_(comm),
       chunk_bytes_(chunk_bytes),
       test_fail_local_(std::move(test_fail_local)),
       hosts_(std::move(hosts)),
-      spin_(spin) {
+      spin_(spin),
+      owns_comm_(owns_comm) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Type_contiguous(2, MPI_BYTE, &half_type_);
@@ -109,6 +110,7 @@ MpiBackend::~MpiBackend() {
   }
   MPI_Type_free(&half_type_);
   MPI_Type_free(&bfloat16_type_);
+  if (owns_comm_) MPI_Comm_free(&comm_);
 }
 
 uint8_t* MpiBackend::fusion_buffer(size_t bytes) {

@@ -27,9 +27,10 @@ class MpiBackend final : public InlineBackend {
   // `hosts`: allreduce host-aware over these groups (every rank of comm must pass them, or
   // none); null: flat. `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
   // `spin`: RANKTIME_SPIN_US, how each collective waits for the other ranks (request_wait.h).
+  // `owns_comm`: frees comm with the backend (a process set's).
   MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
              std::shared_ptr<const HostGroups> hosts = nullptr, std::string test_fail_local = {},
-             std::chrono::nanoseconds spin = Config{}.spin());
+             std::chrono::nanoseconds spin = Config{}.spin(), bool owns_comm = false);
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -77,6 +78,7 @@ class MpiBackend final : public InlineBackend {
   std::shared_ptr<const HostGroups> hosts_;  // set when allreducing host-aware
   std::chrono::nanoseconds spin_;
   std::vector<uint8_t> fusion_;
+  bool owns_comm_ = false;
 };
 
 }  // namespace ranktime

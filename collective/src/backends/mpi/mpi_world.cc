@@ -3,9 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "backends/factory.h"
 #include "backends/mpi/job_abort.h"
 #include "backends/mpi/mpi_backend.h"
+#include "backends/mpi/request_wait.h"
 #include "core/log.h"
 
 namespace ranktime {
@@ -60,6 +63,21 @@ std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config
   return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk,
                                       by_host ? hosts_ : nullptr, config.test_fail_local,
                                       config.spin());
+}
+
+std::unique_ptr<Backend> MpiWorld::process_set_backend(int32_t id, const std::vector<int>& ranks,
+                                                       const Clock* clock, const Config& config) {
+  // Split from the collectives' communicator: every rank executes every set change in the same
+  // place among its collectives, so the split matches up like any other collective.
+  const bool member = std::binary_search(ranks.begin(), ranks.end(), placement_.rank);
+  MPI_Comm comm = MPI_COMM_NULL;
+  once_all_arrived(data_, config.spin(), [&] {
+    return MPI_Comm_split(data_, member ? 0 : MPI_UNDEFINED, placement_.rank, &comm);
+  });
+  if (comm == MPI_COMM_NULL) return nullptr;
+  RANKTIME_LOG(kDebug, "process set " << id << ": a communicator of " << ranks.size() << " ranks");
+  return std::make_unique<MpiBackend>(comm, clock, config.allreduce_chunk, nullptr,
+                                      config.test_fail_local, config.spin(), /*owns_comm=*/true);
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/mpi/host_groups.h"
 #include "backends/mpi/mpi_channel.h"
@@ -28,6 +29,8 @@ class MpiWorld final : public World {
   std::unique_ptr<Backend> host_backend(const Clock* clock, const Config& config) override;
   std::unique_ptr<Backend> device_backend(const Clock* clock, const Config& config,
                                           std::function<void()> wake) override;
+  std::unique_ptr<Backend> process_set_backend(int32_t id, const std::vector<int>& ranks,
+                                               const Clock* clock, const Config& config) override;
   std::string check_device(int device) const override;
   bool handles_signals() const override { return true; }
   void doom(const std::string& reason) override;

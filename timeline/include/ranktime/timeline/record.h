@@ -44,6 +44,9 @@ enum class Phase : uint8_t {
   kNegotiateAlltoall,
   kMpiReducescatter,
   kMpiAlltoall,  // the exchange of row counts and the data itself
+  // join (an operation slice and its negotiation: every rank's tick is when it joined).
+  kJoin,
+  kNegotiateJoin,
   kCount
 };
 

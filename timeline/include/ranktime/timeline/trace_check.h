@@ -130,6 +130,8 @@ class TraceChecker {
   uint64_t violation_count_ = 0;
   std::unordered_map<std::pair<int64_t, int64_t>, ThreadState, ThreadKeyHash> threads_;
   std::unordered_map<int64_t, std::string> process_names_;
+  // A process set's tensors: the ranks whose ticks its negotiations have (process_set_label.h).
+  std::unordered_map<int64_t, std::vector<int>> set_ranks_;
   std::unordered_set<int64_t> unnamed_reported_;
   struct StepThread {
     int64_t rank = 0;
