@@ -102,10 +102,11 @@ void Coordinator::add(int rank, Request request) {
 }
 
 void Coordinator::sweep_for_join() {
-  for (auto& [name, e] : table_) {
+  for (auto& entry : table_) {
+    Entry& e = entry.second;
     if (!e.queued && e.joins_count &&
         all_in(e.count, e.needed, true, [&](int r) { return e.by_rank[r].has_value(); })) {
-      queue_entry(name, e);
+      queue_entry(entry.first, e);
     }
   }
   for (size_t i = 0; i < slots_.size(); ++i) {

@@ -56,7 +56,7 @@ Phase negotiate_phase(OpType op) {
 
 }  // namespace
 
-TimelineRecorder::TimelineRecorder(int rank, int size) : rank_(rank), size_(size) {
+TimelineRecorder::TimelineRecorder(int rank, int size) : rank_(rank) {
   ticks_.reserve(size);
 }
 

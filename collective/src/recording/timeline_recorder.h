@@ -107,7 +107,6 @@ class TimelineRecorder {
   bool in_window() const { return steps_.contains(current_step_.load(std::memory_order_relaxed)); }
 
   int rank_;
-  int size_;
   bool on_ = false;
   bool mark_cycles_ = false;
   bool lanes_wanted_ = true;
