@@ -204,11 +204,15 @@ TEST(TraceCheck, UnknownNamesAndPlacement) {
                 R"({"name":"STALL","ph":"i","s":"g","pid":0,"tid":0,"ts":900002.000,"args":{}})");
   events.insert(events.end() - 1, R"({"name":"x","ph":"P","pid":0,"tid":0,"ts":900002.000})");
   Checked c = check_text(join_events(events));
-  EXPECT_TRUE(c.has("unknown slice 'REDUCE' on pid 1 (tensor 'grad.0') tid 1")) << c.all_messages();
+  EXPECT_TRUE(
+      c.has("unknown slice 'REDUCE' on pid 1 (tensor 'grad.0') tid 1 (expected ALLREDUCE, "
+            "ALLGATHER, BROADCAST, BARRIER, REDUCESCATTER, ALLTOALL or JOIN)"))
+      << c.all_messages();
   EXPECT_TRUE(
       c.has("sub-phase 'QUEUE' on pid 1 (tensor 'grad.0') tid 2 is outside an operation slice"))
       << c.all_messages();
   EXPECT_TRUE(c.has("unknown slice 'NEGOTIATE_FOO' on the negotiate thread")) << c.all_messages();
+  EXPECT_TRUE(c.has("NEGOTIATE_ALLTOALL or NEGOTIATE_JOIN)")) << c.all_messages();
   EXPECT_TRUE(c.has("unknown metadata event 'foo'")) << c.all_messages();
   EXPECT_TRUE(c.has("instant 'STALL' on pid 0 has no string \"message\" arg")) << c.all_messages();
   EXPECT_TRUE(c.has("unknown phase \"ph\":\"P\"")) << c.all_messages();

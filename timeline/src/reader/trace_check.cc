@@ -393,9 +393,7 @@ void TraceChecker::on_negotiate_event(const TraceEvent& e, ThreadState& thread) 
     frame.previous_end = end_offset_;
     if (negotiation_operation(e.name).empty()) {
       violation(e, "unknown slice " + in_quotes(e.name) + " on the negotiate thread of " +
-                       where(e) +
-                       " (expected NEGOTIATE_ALLREDUCE, _ALLGATHER, _BROADCAST, _BARRIER, "
-                       "_REDUCESCATTER, _ALLTOALL or _JOIN)");
+                       where(e) + " (expected " + operation_names_text("NEGOTIATE_") + ")");
     } else {
       frame.kind = FrameKind::kNegotiation;
       if (!thread.stack.empty()) {
@@ -563,9 +561,8 @@ void TraceChecker::on_rank_event(const TraceEvent& e, ThreadState& thread) {
         violation(e, "sub-phase " + in_quotes(e.name) + " on " + where(e) +
                          " is outside an operation slice");
       } else {
-        violation(e, "unknown slice " + in_quotes(e.name) + " on " + where(e) +
-                         " (expected ALLREDUCE, ALLGATHER, BROADCAST, BARRIER, "
-                         "REDUCESCATTER or ALLTOALL)");
+        violation(e, "unknown slice " + in_quotes(e.name) + " on " + where(e) + " (expected " +
+                         operation_names_text() + ")");
       }
     } else if (thread.stack.back().kind == FrameKind::kOperation) {
       if (is_subphase_name(e.name)) {

@@ -57,6 +57,15 @@ bool contains(const std::array<Phase, N>& list, std::string_view name) {
 
 bool is_operation_name(std::string_view name) { return contains(kOperations, name); }
 
+std::string operation_names_text(std::string_view prefix) {
+  std::string text;
+  for (size_t i = 0; i < kOperations.size(); ++i) {
+    if (i > 0) text += i + 1 == kOperations.size() ? " or " : ", ";
+    text.append(prefix).append(phase_name(kOperations[i]));
+  }
+  return text;
+}
+
 std::string_view negotiation_operation(std::string_view name) {
   constexpr std::string_view kPrefix = "NEGOTIATE_";
   if (name.substr(0, kPrefix.size()) != kPrefix) return {};

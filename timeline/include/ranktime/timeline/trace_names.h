@@ -13,8 +13,10 @@ namespace ranktime::timeline {
 // and is never used to size anything.
 inline constexpr int64_t kMaxTraceRanks = int64_t{1} << 20;
 
-// "ALLREDUCE", "ALLGATHER", "BROADCAST", "BARRIER".
+// "ALLREDUCE", "ALLGATHER", "BROADCAST", "BARRIER", "REDUCESCATTER", "ALLTOALL", "JOIN".
 bool is_operation_name(std::string_view name);
+// Those names for a message, each after `prefix`: "ALLREDUCE, ALLGATHER, ... or JOIN".
+std::string operation_names_text(std::string_view prefix = "");
 // "NEGOTIATE_<OP>" for a known operation; returns the operation, or "" when not one.
 std::string_view negotiation_operation(std::string_view name);
 // QUEUE, WAIT_FOR_DATA, ..., MEMCPY_OUT_HOST_BUFFER: the sub-phases of an operation slice.
