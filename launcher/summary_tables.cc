@@ -196,11 +196,13 @@ Table cycles_table(const Summary& s) {
 Table bandwidth_table(const Summary& s) {
   Table t{"bandwidth",
           "bandwidth (nccl-tests: algbw = bytes / collective time, busbw = algbw x 2(n-1)/n "
-          "allreduce, (n-1)/n allgather, reducescatter and alltoall, 1 broadcast; per rank lane)",
+          "allreduce, (n-1)/n allgather, reducescatter and alltoall, 1 broadcast, n = ranks: the "
+          "run's, or a process set's; per rank lane)",
           {},
           {},
           "no timed collectives"};
   t.columns = {{"op"},
+               {"ranks"},
                {"batches_per_rank", 1},
                {"bytes_per_rank", 0},
                {"collective_ms_per_rank", 3},
@@ -209,7 +211,7 @@ Table bandwidth_table(const Summary& s) {
                {"bus_factor", 3}};
   for (const auto& b : s.bandwidth) {
     const double lanes = std::max(1, b.lanes);
-    t.rows.push_back({b.op, static_cast<double>(b.batches) / lanes,
+    t.rows.push_back({b.op, int64_t{b.ranks}, static_cast<double>(b.batches) / lanes,
                       static_cast<double>(b.bytes) / lanes, b.collective_us / 1e3 / lanes,
                       b.algbw_gbps, b.busbw_gbps, b.bus_factor});
   }

@@ -57,6 +57,7 @@ def test_csv_parses_and_matches(cli, slow_trace):
     assert float(fusion["tensors_per_batch"]) == 3
     assert float(fusion["bytes_per_batch"]) == 3 * (1 << 20)
     bandwidth = tables["bandwidth"][0]
+    assert int(bandwidth["ranks"]) == 4 and float(bandwidth["batches_per_rank"]) == 2 * 10
     algbw = 3 * (1 << 20) / 500e-6 / 1e9
     assert float(bandwidth["algbw_gbps"]) == pytest.approx(algbw, rel=1e-5)
     assert float(bandwidth["busbw_gbps"]) == pytest.approx(algbw * 1.5, rel=1e-5)

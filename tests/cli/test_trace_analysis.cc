@@ -216,6 +216,31 @@ TEST(Summary, FusedBatchesCountSharedSlicesOnce) {
   EXPECT_NEAR(b.busbw_gbps, algbw * 1.5, algbw * 1e-9);
 }
 
+TEST(Summary, AProcessSetsTensorsGetTheirOwnBandwidthRowWithTheSetsSize) {
+  testing::SyntheticTrace t;
+  t.ranks = 4;
+  t.tensors = 2;
+  t.steps = 2;
+  t.tensor_names = {"grad.0", "grad.1 [process set 1: ranks 0,1]"};
+  Summary s = summarize(testing::synthetic_text(t));
+  ASSERT_EQ(s.bandwidth.size(), 2u);
+  const double algbw = t.bytes / (t.collective_us * 1e-6) / 1e9;  // GB/s
+  for (const BandwidthStat& b : s.bandwidth) {
+    EXPECT_EQ(b.op, "ALLREDUCE");
+    EXPECT_NEAR(b.algbw_gbps, algbw, algbw * 1e-9);
+  }
+  const auto job = std::find_if(s.bandwidth.begin(), s.bandwidth.end(),
+                                [](const BandwidthStat& b) { return b.ranks == 4; });
+  const auto set = std::find_if(s.bandwidth.begin(), s.bandwidth.end(),
+                                [](const BandwidthStat& b) { return b.ranks == 2; });
+  ASSERT_NE(job, s.bandwidth.end());
+  ASSERT_NE(set, s.bandwidth.end());
+  EXPECT_DOUBLE_EQ(job->bus_factor, 1.5);  // 2(n-1)/n, n = 4
+  EXPECT_DOUBLE_EQ(set->bus_factor, 1.0);  // n = 2: the set's ranks, not the job's
+  EXPECT_EQ(job->batches, 2u * 4);
+  EXPECT_EQ(set->batches, 2u * 4);
+}
+
 TEST(Summary, UnfusedTensorsAreOneBatchEach) {
   testing::SyntheticTrace t;
   t.ranks = 2;

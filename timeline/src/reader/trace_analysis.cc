@@ -9,6 +9,7 @@
 #include <functional>
 #include <iterator>
 
+#include "ranktime/timeline/process_set_label.h"
 #include "ranktime/timeline/trace_names.h"
 
 namespace ranktime::timeline {
@@ -477,12 +478,14 @@ void TraceSummarizer::on_slice_end(const TraceEvent& e, int rank, OpenSlice& sli
   ++t.operations;
   t.processing_total_us += duration;
   t.processing_max_us = std::max(t.processing_max_us, duration);
-  add_batch_member(rank, slice);
+  add_batch_member(rank, static_cast<int>(process_set_ranks_in(t.name).size()), slice);
 }
 
-void TraceSummarizer::add_batch_member(int rank, const OpenSlice& op) {
+void TraceSummarizer::add_batch_member(int rank, int set_ranks, const OpenSlice& op) {
   if (op.fused_tensors <= 1) {
     PendingBatch batch;
+    batch.rank = rank;
+    batch.set_ranks = set_ranks;
     batch.tensors = 1;
     batch.bytes = static_cast<uint64_t>(std::max<int64_t>(0, op.bytes));
     batch.collective_us = op.collective_us;
@@ -495,6 +498,8 @@ void TraceSummarizer::add_batch_member(int rank, const OpenSlice& op) {
   PendingBatch& batch = it->second;
   if (inserted) {
     batch.serial = ++serial_;
+    batch.rank = rank;
+    batch.set_ranks = set_ranks;  // a fused batch's tensors share their process set
     batch.expected = op.fused_tensors;
     batch.collective_us = op.collective_us;
     pending_order_.emplace_back(key, batch.serial);
@@ -526,9 +531,12 @@ void TraceSummarizer::finalize_batch(const std::string& op, const PendingBatch& 
   f.max_tensors = std::max(f.max_tensors, batch.tensors);
   f.max_bytes = std::max(f.max_bytes, batch.bytes);
   if (batch.error || batch.collective_us <= 0 || batch.bytes == 0 || op == "BARRIER") return;
-  int n = summary_.run.ranks > 0 ? summary_.run.ranks : static_cast<int>(lanes_seen_.size());
-  BandwidthStat& b = bandwidth_[op];
+  const int n = batch.set_ranks > 0 ? batch.set_ranks : job_ranks();
+  auto& [b, lanes_ran] = bandwidth_[{op, batch.set_ranks}];
   b.op = op;
+  b.ranks = batch.set_ranks;  // 0 until finish(): the job's size may be known only then
+  if (static_cast<size_t>(batch.rank) >= lanes_ran.size()) lanes_ran.resize(batch.rank + 1, false);
+  lanes_ran[batch.rank] = true;
   ++b.batches;
   b.bytes += batch.bytes * static_cast<uint64_t>(op == "ALLGATHER" ? std::max(n, 1) : 1);
   b.collective_us += batch.collective_us;
@@ -669,9 +677,11 @@ Summary TraceSummarizer::finish() {
     batches += f.batches;
     s.fusion.push_back(f);
   }
-  for (auto& [op, b] : bandwidth_) {
-    b.lanes = s.rank_lanes;
-    b.bus_factor = bus_bandwidth_factor(op, n);
+  for (auto& entry : bandwidth_) {
+    auto& [b, lanes_ran] = entry.second;
+    if (b.ranks == 0) b.ranks = n;
+    b.lanes = static_cast<int>(std::count(lanes_ran.begin(), lanes_ran.end(), true));
+    b.bus_factor = bus_bandwidth_factor(b.op, b.ranks);
     // bytes / µs = MB/s; / 1e3 = GB/s.
     b.algbw_gbps = b.collective_us > 0 ? static_cast<double>(b.bytes) / b.collective_us / 1e3 : 0;
     b.busbw_gbps = b.algbw_gbps * b.bus_factor;

@@ -161,13 +161,14 @@ struct FusionStat {
 // allreduce, (n-1)/n for allgather, 1 for broadcast.
 struct BandwidthStat {
   std::string op;
+  int ranks = 0;             // n: the run's ranks, or the process set's for a set's tensors
   uint64_t batches = 0;      // batches with a timed collective, summed over rank lanes
   uint64_t bytes = 0;        // S summed over those batches
   double collective_us = 0;  // collective time summed over those batches
   double algbw_gbps = 0;     // bytes / collective time, in GB/s (1e9)
   double busbw_gbps = 0;
   double bus_factor = 0;
-  int lanes = 0;
+  int lanes = 0;  // rank lanes whose batches are counted here
 };
 
 struct CycleStat {
@@ -275,6 +276,8 @@ class TraceSummarizer {
     uint64_t bytes = 0;
     double collective_us = 0;
     bool error = false;
+    int rank = 0;       // its lane
+    int set_ranks = 0;  // its process set's size; 0: the whole job
   };
   struct SliceKey {
     int rank;
@@ -314,7 +317,11 @@ class TraceSummarizer {
   void on_slice_end(const TraceEvent& e, int rank, OpenSlice& slice, OpenSlice* parent);
   bool first_of_fused(int rank, const std::string& name, double begin, double end,
                       int64_t fused_tensors);
-  void add_batch_member(int rank, const OpenSlice& op);
+  void add_batch_member(int rank, int set_ranks, const OpenSlice& op);
+  // The run's ranks (its metadata, else the lanes seen so far).
+  int job_ranks() const {
+    return summary_.run.ranks > 0 ? summary_.run.ranks : static_cast<int>(lanes_seen_.size());
+  }
   void finalize_batch(const std::string& op, const PendingBatch& batch);
   void add_to_step(int64_t step, std::vector<Readiness> ready);
   void close_step(int64_t step);
@@ -335,7 +342,8 @@ class TraceSummarizer {
   std::map<std::pair<std::string, std::string>, Accum> phase_accum_;  // (op, phase)
   std::map<std::string, Accum> negotiate_accum_;                      // op
   std::map<std::string, FusionStat> fusion_;
-  std::map<std::string, BandwidthStat> bandwidth_;
+  // Keyed by (op, process set size or 0), with the lanes counted in each.
+  std::map<std::pair<std::string, int>, std::pair<BandwidthStat, std::vector<bool>>> bandwidth_;
   // Fused batches: members seen so far, keyed by (rank, op, collective begin); bounded.
   std::unordered_map<BatchKey, PendingBatch, BatchKeyHash> pending_batches_;
   std::deque<std::pair<BatchKey, uint64_t>> pending_order_;
