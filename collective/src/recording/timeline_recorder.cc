@@ -56,9 +56,7 @@ Phase negotiate_phase(OpType op) {
 
 }  // namespace
 
-TimelineRecorder::TimelineRecorder(int rank, int size) : rank_(rank) {
-  ticks_.reserve(size);
-}
+TimelineRecorder::TimelineRecorder(int rank, int size) : rank_(rank) { ticks_.reserve(size); }
 
 TimelineRecorder::~TimelineRecorder() { stop(); }
 
