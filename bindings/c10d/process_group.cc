@@ -389,12 +389,11 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::reduce_scatter(
   for (const at::Tensor& part : parts) check_like(part, output, "reduce_scatter", "an input");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "reduce_scatter");
   std::string name = next_name("reduce_scatter", parts);
-  // The parts one after another, as one tensor: the runtime gives rank r part r's reduction.
-  const int64_t n = output.numel();
-  at::Tensor flat = at::empty({size_ * n}, output.options());
-  for (int r = 0; r < size_; ++r) flat.narrow(0, r * n, n).copy_(parts[r].reshape({-1}));
+  // The parts laid end to end, as all_to_all lays its inputs: rank r gets part r's reduction.
+  std::vector<at::Tensor> flat_parts;
+  for (const at::Tensor& part : parts) flat_parts.push_back(part.reshape({-1}));
   auto op = std::make_shared<Operation>("reduce_scatter", name, outputs);
-  add_reducescatter(*op, flat, output, size_, reduce);
+  add_reducescatter(*op, at::cat(flat_parts), output, size_, reduce);
   return start(std::move(op), OpType::REDUCE_SCATTER);
 }
 

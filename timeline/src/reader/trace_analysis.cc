@@ -252,7 +252,9 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
     summary_.run.final_clock_uncertainty_us = number_list(args, "clock_uncertainty_us");
   } else if (e.name == "process_name" && e.pid > 0 && args.is_object() && args.contains("name") &&
              args["name"].is_string()) {
-    tensor(e.pid).name = args["name"].get<std::string>();
+    TensorStat& t = tensor(e.pid);
+    t.name = args["name"].get<std::string>();
+    t.set_ranks = static_cast<int>(process_set_ranks_in(t.name).size());
   }
 }
 
@@ -478,7 +480,7 @@ void TraceSummarizer::on_slice_end(const TraceEvent& e, int rank, OpenSlice& sli
   ++t.operations;
   t.processing_total_us += duration;
   t.processing_max_us = std::max(t.processing_max_us, duration);
-  add_batch_member(rank, static_cast<int>(process_set_ranks_in(t.name).size()), slice);
+  add_batch_member(rank, t.set_ranks, slice);
 }
 
 void TraceSummarizer::add_batch_member(int rank, int set_ranks, const OpenSlice& op) {
@@ -533,8 +535,6 @@ void TraceSummarizer::finalize_batch(const std::string& op, const PendingBatch& 
   if (batch.error || batch.collective_us <= 0 || batch.bytes == 0 || op == "BARRIER") return;
   const int n = batch.set_ranks > 0 ? batch.set_ranks : job_ranks();
   auto& [b, lanes_ran] = bandwidth_[{op, batch.set_ranks}];
-  b.op = op;
-  b.ranks = batch.set_ranks;  // 0 until finish(): the job's size may be known only then
   if (static_cast<size_t>(batch.rank) >= lanes_ran.size()) lanes_ran.resize(batch.rank + 1, false);
   lanes_ran[batch.rank] = true;
   ++b.batches;
@@ -548,6 +548,7 @@ Summary TraceSummarizer::finish() {
   pending_batches_.clear();
   pending_order_.clear();
 
+  const int n = job_ranks();
   Summary s = std::move(summary_);
   s.wall_us = std::max(0.0, s.last_ts_us - s.first_ts_us);
   for (size_t r = 0; r < lanes_seen_.size(); ++r) {
@@ -670,16 +671,16 @@ Summary TraceSummarizer::finish() {
   drop_empty(s.top_processing, [](const TensorStat& t) { return t.operations == 0; });
 
   // Fusion and bandwidth.
-  const int n = s.run.ranks > 0 ? s.run.ranks : static_cast<int>(lanes_seen_.size());
   uint64_t batches = 0;
   for (auto& [op, f] : fusion_) {
     f.lanes = s.rank_lanes;
     batches += f.batches;
     s.fusion.push_back(f);
   }
-  for (auto& entry : bandwidth_) {
-    auto& [b, lanes_ran] = entry.second;
-    if (b.ranks == 0) b.ranks = n;
+  for (auto& [key, row] : bandwidth_) {
+    auto& [b, lanes_ran] = row;
+    b.op = key.first;
+    b.ranks = key.second > 0 ? key.second : n;
     b.lanes = static_cast<int>(std::count(lanes_ran.begin(), lanes_ran.end(), true));
     b.bus_factor = bus_bandwidth_factor(b.op, b.ranks);
     // bytes / µs = MB/s; / 1e3 = GB/s.

@@ -137,6 +137,7 @@ struct PhaseStat {
 struct TensorStat {
   std::string name;
   int64_t pid = 0;
+  int set_ranks = 0;  // its process set's size, from the name's label; 0: the whole job
   uint64_t negotiations = 0;
   double wait_total_us = 0;  // sum of NEGOTIATE_* slice durations
   double wait_max_us = 0;
@@ -277,7 +278,7 @@ class TraceSummarizer {
     double collective_us = 0;
     bool error = false;
     int rank = 0;       // its lane
-    int set_ranks = 0;  // its process set's size; 0: the whole job
+    int set_ranks = 0;  // its tensors' TensorStat::set_ranks
   };
   struct SliceKey {
     int rank;
@@ -342,7 +343,8 @@ class TraceSummarizer {
   std::map<std::pair<std::string, std::string>, Accum> phase_accum_;  // (op, phase)
   std::map<std::string, Accum> negotiate_accum_;                      // op
   std::map<std::string, FusionStat> fusion_;
-  // Keyed by (op, process set size or 0), with the lanes counted in each.
+  // Keyed by (op, process set size or 0), with the lanes counted in each; op and ranks are filled
+  // in from the key by finish().
   std::map<std::pair<std::string, int>, std::pair<BandwidthStat, std::vector<bool>>> bandwidth_;
   // Fused batches: members seen so far, keyed by (rank, op, collective begin); bounded.
   std::unordered_map<BatchKey, PendingBatch, BatchKeyHash> pending_batches_;
