@@ -10,7 +10,8 @@ command -v clang++ >/dev/null || { apt-get install -y -qq clang >/dev/null; }
 B=${FUZZ_BUILD_DIR:-build-fuzz}
 if [ ! -f "$B/build.ninja" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRANKTIME_FUZZ=ON \
-    -DRANKTIME_SANITIZE=address,undefined -DRANKTIME_BUILD_PYTHON=OFF -DRANKTIME_WITH_CUDA=OFF >/dev/null
+    -DRANKTIME_SANITIZE=address,undefined -DRANKTIME_BUILD_PYTHON=OFF -DRANKTIME_WITH_CUDA=OFF \
+    -DCMAKE_UNITY_BUILD=ON >/dev/null
 fi
 cmake --build "$B" --target fuzz_wire fuzz_trace_reader -j "$(nproc)"
 for target in wire trace_reader; do

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "negotiation_requests.h"
 #include "ranktime/timeline/string_table.h"
 #include "recording/timeline_recorder.h"
 
@@ -17,21 +18,13 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::UnorderedElementsAre;
 
-const FusionOptions kNoFusion{0, 0};
-const FusionOptions kFusion{1 << 20, 0};
+using test::kFusion;
+using test::kNoFusion;
+using test::names_of;
 
-Request request(const std::string& name, int64_t ready_ns, std::vector<int64_t> shape = {4}) {
-  Request q;
-  q.name = name;
-  q.ready_ns = ready_ns;
-  q.shape = std::move(shape);
-  return q;
-}
-
-std::vector<std::vector<std::string>> names_of(const std::vector<Response>& responses) {
-  std::vector<std::vector<std::string>> out;
-  for (const Response& r : responses) out.push_back(r.names);
-  return out;
+// An allreduce of `shape` ready at `ready_ns`.
+Request ready_at(const std::string& name, int64_t ready_ns, std::vector<int64_t> shape = {4}) {
+  return test::make_request(name, OpType::kAllreduce, std::move(shape), ready_ns);
 }
 
 class CoordinatorTest : public ::testing::Test {
@@ -43,13 +36,13 @@ class CoordinatorTest : public ::testing::Test {
 
 TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankHasAddedIt) {
   Coordinator c(3, &ids_);
-  c.add(0, request("grad", 10));
-  c.add(2, request("grad", 30));
+  c.add(0, ready_at("grad", 10));
+  c.add(2, ready_at("grad", 30));
   EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());
   EXPECT_TRUE(negotiations_.empty());
   EXPECT_EQ(c.pending(), 1u);
 
-  c.add(1, request("grad", 20));
+  c.add(1, ready_at("grad", 20));
   std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].names, (std::vector<std::string>{"grad"}));
@@ -61,19 +54,19 @@ TEST_F(CoordinatorTest, ReadyOnlyWhenEveryRankHasAddedIt) {
 
 TEST_F(CoordinatorTest, SingleRankIsReadyAtOnce) {
   Coordinator c(1, &ids_);
-  c.add(0, request("solo", 5));
+  c.add(0, ready_at("solo", 5));
   EXPECT_EQ(names_of(c.take_ready(kNoFusion, &negotiations_)),
             (std::vector<std::vector<std::string>>{{"solo"}}));
 }
 
 TEST_F(CoordinatorTest, TakeReadyFollowsCompletionOrder) {
   Coordinator c(2, &ids_);
-  c.add(0, request("a", 1));
-  c.add(0, request("b", 2));
-  c.add(0, request("c", 3));
-  c.add(1, request("c", 4));  // completes first
-  c.add(1, request("a", 5));
-  c.add(1, request("b", 6));
+  c.add(0, ready_at("a", 1));
+  c.add(0, ready_at("b", 2));
+  c.add(0, ready_at("c", 3));
+  c.add(1, ready_at("c", 4));  // completes first
+  c.add(1, ready_at("a", 5));
+  c.add(1, ready_at("b", 6));
   EXPECT_EQ(names_of(c.take_ready(kNoFusion, &negotiations_)),
             (std::vector<std::vector<std::string>>{{"c"}, {"a"}, {"b"}}));
   ASSERT_EQ(negotiations_.size(), 3u);
@@ -84,8 +77,8 @@ TEST_F(CoordinatorTest, TakeReadyFollowsCompletionOrder) {
 
 TEST_F(CoordinatorTest, CompatibleReadyTensorsAreFusedInCompletionOrder) {
   Coordinator c(2, &ids_);
-  for (const char* name : {"a", "b", "c"}) c.add(0, request(name, 1));
-  for (const char* name : {"b", "c", "a"}) c.add(1, request(name, 1));
+  for (const char* name : {"a", "b", "c"}) c.add(0, ready_at(name, 1));
+  for (const char* name : {"b", "c", "a"}) c.add(1, ready_at(name, 1));
   std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].names, (std::vector<std::string>{"b", "c", "a"}));
@@ -96,16 +89,16 @@ TEST_F(CoordinatorTest, CompatibleReadyTensorsAreFusedInCompletionOrder) {
 
 TEST_F(CoordinatorTest, FusionUsesTheTensorsByteSize) {
   Coordinator c(1, &ids_);
-  c.add(0, request("a", 1, {4, 4}));  // 64 bytes of float32
-  c.add(0, request("b", 1, {16}));    // 64 bytes
-  c.add(0, request("c", 1, {1}));     // 4 bytes: one over 128
+  c.add(0, ready_at("a", 1, {4, 4}));  // 64 bytes of float32
+  c.add(0, ready_at("b", 1, {16}));    // 64 bytes
+  c.add(0, ready_at("c", 1, {1}));     // 4 bytes: one over 128
   EXPECT_EQ(names_of(c.take_ready(FusionOptions{128, 0}, &negotiations_)),
             (std::vector<std::vector<std::string>>{{"a", "b"}, {"c"}}));
 }
 
 TEST_F(CoordinatorTest, NegotiationHasEachRanksReadyTimeInRankOrder) {
   Coordinator c(3, &ids_);
-  Request q = request("w", 300);
+  Request q = ready_at("w", 300);
   q.op = OpType::kBroadcast;
   q.root = 1;
   c.add(2, q);
@@ -127,7 +120,7 @@ TEST_F(CoordinatorTest, NegotiationHasEachRanksReadyTimeInRankOrder) {
 TEST_F(CoordinatorTest, NegotiationsAreAppended) {
   Coordinator c(1, &ids_);
   negotiations_.resize(2);
-  c.add(0, request("x", 1));
+  c.add(0, ready_at("x", 1));
   c.take_ready(kNoFusion, &negotiations_);
   EXPECT_EQ(negotiations_.size(), 3u);
 }
@@ -152,14 +145,14 @@ TEST_F(CoordinatorTest, ResponseCopiesRankZerosFields) {
 
 TEST_F(CoordinatorTest, MismatchBecomesAnUnfusedErrorResponse) {
   Coordinator c(2, &ids_);
-  c.add(0, request("ok1", 1));
-  c.add(1, request("ok1", 1));
-  Request bad = request("bad", 1);
+  c.add(0, ready_at("ok1", 1));
+  c.add(1, ready_at("ok1", 1));
+  Request bad = ready_at("bad", 1);
   c.add(0, bad);
   bad.dtype = DataType::kFloat64;
   c.add(1, bad);
-  c.add(0, request("ok2", 1));
-  c.add(1, request("ok2", 1));
+  c.add(0, ready_at("ok2", 1));
+  c.add(1, ready_at("ok2", 1));
   std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
   EXPECT_EQ(names_of(ready), (std::vector<std::vector<std::string>>{{"ok1", "ok2"}, {"bad"}}));
   ASSERT_EQ(ready.size(), 2u);
@@ -172,7 +165,7 @@ TEST_F(CoordinatorTest, MismatchBecomesAnUnfusedErrorResponse) {
 TEST_F(CoordinatorTest, AllgatherCarriesEachRanksFirstDimension) {
   Coordinator c(3, &ids_);
   for (int r = 0; r < 3; ++r) {
-    Request q = request("gather", 1, {r * 2, 5});
+    Request q = ready_at("gather", 1, {r * 2, 5});
     q.op = OpType::kAllgather;
     c.add(r, q);
   }
@@ -184,10 +177,10 @@ TEST_F(CoordinatorTest, AllgatherCarriesEachRanksFirstDimension) {
 
 TEST_F(CoordinatorTest, DuplicateAddIsAnErrorNamingTheRank) {
   Coordinator c(2, &ids_);
-  c.add(1, request("dup", 1));
-  c.add(1, request("dup", 2));
+  c.add(1, ready_at("dup", 1));
+  c.add(1, ready_at("dup", 2));
   EXPECT_TRUE(c.take_ready(kFusion, &negotiations_).empty());  // still waiting for rank 0
-  c.add(0, request("dup", 3));
+  c.add(0, ready_at("dup", 3));
   std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_THAT(ready[0].error, ::testing::HasSubstr("'dup'"));
@@ -201,8 +194,8 @@ TEST_F(CoordinatorTest, DuplicateAddIsAnErrorNamingTheRank) {
 TEST_F(CoordinatorTest, NameMayBeReusedAfterItCompletes) {
   Coordinator c(2, &ids_);
   for (int round = 0; round < 3; ++round) {
-    c.add(0, request("step", round));
-    c.add(1, request("step", round));
+    c.add(0, ready_at("step", round));
+    c.add(1, ready_at("step", round));
     std::vector<Response> ready = c.take_ready(kFusion, &negotiations_);
     ASSERT_EQ(ready.size(), 1u);
     EXPECT_EQ(ready[0].error, "") << "round " << round;
@@ -211,10 +204,10 @@ TEST_F(CoordinatorTest, NameMayBeReusedAfterItCompletes) {
 
 TEST_F(CoordinatorTest, StalledListsMissingRanksOldestFirst) {
   Coordinator c(4, &ids_);
-  c.add(0, request("late", 200));
-  c.add(3, request("early", 150));
-  c.add(1, request("early", 100));  // first_ready_ns is the earliest of the ranks so far
-  c.add(2, request("young", 900));
+  c.add(0, ready_at("late", 200));
+  c.add(3, ready_at("early", 150));
+  c.add(1, ready_at("early", 100));  // first_ready_ns is the earliest of the ranks so far
+  c.add(2, ready_at("young", 900));
 
   std::vector<Coordinator::Stalled> stalled = c.stalled(500);
   ASSERT_EQ(stalled.size(), 2u);
@@ -232,9 +225,9 @@ TEST_F(CoordinatorTest, StalledListsMissingRanksOldestFirst) {
 
 TEST_F(CoordinatorTest, CompletedTensorsAreNoLongerStalled) {
   Coordinator c(2, &ids_);
-  c.add(0, request("a", 1));
-  c.add(0, request("b", 2));
-  c.add(1, request("a", 3));
+  c.add(0, ready_at("a", 1));
+  c.add(0, ready_at("b", 2));
+  c.add(1, ready_at("a", 3));
   c.take_ready(kFusion, &negotiations_);
   std::vector<Coordinator::Stalled> stalled = c.stalled(1000);
   ASSERT_EQ(stalled.size(), 1u);
@@ -244,12 +237,12 @@ TEST_F(CoordinatorTest, CompletedTensorsAreNoLongerStalled) {
 
 TEST_F(CoordinatorTest, DrainRemovesEverythingPending) {
   Coordinator c(3, &ids_);
-  c.add(0, request("a", 1));
-  c.add(1, request("b", 1));
-  c.add(2, request("b", 1));
-  c.add(0, request("done", 1));
-  c.add(1, request("done", 1));
-  c.add(2, request("done", 1));  // complete but not yet taken
+  c.add(0, ready_at("a", 1));
+  c.add(1, ready_at("b", 1));
+  c.add(2, ready_at("b", 1));
+  c.add(0, ready_at("done", 1));
+  c.add(1, ready_at("done", 1));
+  c.add(2, ready_at("done", 1));  // complete but not yet taken
   EXPECT_THAT(c.drain(), UnorderedElementsAre("a", "b", "done"));
   EXPECT_EQ(c.pending(), 0u);
   EXPECT_TRUE(c.stalled(1000).empty());
@@ -257,7 +250,7 @@ TEST_F(CoordinatorTest, DrainRemovesEverythingPending) {
   EXPECT_TRUE(c.drain().empty());
 
   // The coordinator works normally afterwards.
-  for (int r = 0; r < 3; ++r) c.add(r, request("a", 1));
+  for (int r = 0; r < 3; ++r) c.add(r, ready_at("a", 1));
   EXPECT_EQ(c.take_ready(kFusion, &negotiations_).size(), 1u);
 }
 

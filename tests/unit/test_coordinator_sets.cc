@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "negotiation/coordinator.h"
+#include "negotiation_requests.h"
 #include "ranktime/timeline/string_table.h"
 #include "recording/timeline_recorder.h"
 
@@ -21,15 +22,12 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const FusionOptions kFusion{1 << 20, 0};
+using test::kFusion;
 
-Request request(const std::string& name, int64_t ready_ns, int32_t set = kGlobalSet,
-                OpType op = OpType::kAllreduce) {
-  Request q;
-  q.name = name;
-  q.op = op;
-  q.ready_ns = ready_ns;
-  q.shape = {4};
+// `op` on tensor `name` of process set `set`, ready at `ready_ns`.
+Request in_set(const std::string& name, int64_t ready_ns, int32_t set = kGlobalSet,
+               OpType op = OpType::kAllreduce) {
+  Request q = test::make_request(name, op, {4}, ready_ns);
   q.process_set = set;
   return q;
 }
@@ -58,13 +56,13 @@ class CoordinatorSets : public ::testing::Test {
 TEST_F(CoordinatorSets, ASetsTensorIsReadyWhenEveryMemberAsked) {
   sets_.add(1, {0, 2});
   Coordinator c(4, &ids_, 0, &sets_);
-  c.add(2, request("x", 20, 1));
+  c.add(2, in_set("x", 20, 1));
   EXPECT_TRUE(take(c).empty());
   EXPECT_EQ(c.pending(), 1u);
   std::vector<Coordinator::Stalled> stalled = c.stalled(100);
   ASSERT_EQ(stalled.size(), 1u);
   EXPECT_THAT(stalled[0].missing_ranks, ElementsAre(0));  // not 1 or 3: not members
-  c.add(0, request("x", 10, 1));
+  c.add(0, in_set("x", 10, 1));
   std::vector<Response> ready = take(c);
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].error, "");
@@ -80,12 +78,12 @@ TEST_F(CoordinatorSets, OverlappingSetsAreNeverFusedTogether) {
   sets_.add(1, {0, 1});
   sets_.add(2, {1, 2});
   Coordinator c(4, &ids_, 0, &sets_);
-  c.add(0, request("a", 1, 1));
-  c.add(1, request("b", 1, 2));
-  c.add(1, request("a", 1, 1));
-  c.add(2, request("b", 1, 2));
-  c.add(0, request("c", 1, 1));
-  c.add(1, request("c", 1, 1));
+  c.add(0, in_set("a", 1, 1));
+  c.add(1, in_set("b", 1, 2));
+  c.add(1, in_set("a", 1, 1));
+  c.add(2, in_set("b", 1, 2));
+  c.add(0, in_set("c", 1, 1));
+  c.add(1, in_set("c", 1, 1));
   std::vector<Response> ready = take(c);
   ASSERT_EQ(ready.size(), 2u);
   EXPECT_EQ(ready[0].names, (std::vector<std::string>{"a", "c"}));
@@ -97,8 +95,8 @@ TEST_F(CoordinatorSets, OverlappingSetsAreNeverFusedTogether) {
 TEST_F(CoordinatorSets, UnknownSetsAndNonMembersFailAtOnceForThatRank) {
   sets_.add(1, {0, 2});
   Coordinator c(4, &ids_, 0, &sets_);
-  c.add(3, request("x", 1, 1));
-  c.add(0, request("y", 1, 9));
+  c.add(3, in_set("x", 1, 1));
+  c.add(0, in_set("y", 1, 9));
   std::vector<Response> ready = take(c);
   ASSERT_EQ(ready.size(), 2u);
   EXPECT_EQ(ready[0].error, "tensor 'x': rank 3 is not in process set 1 (ranks 0,2)");
@@ -111,7 +109,7 @@ TEST_F(CoordinatorSets, ABroadcastsRootIsAGlobalRankInTheSet) {
   sets_.add(1, {1, 3});
   Coordinator c(4, &ids_, 0, &sets_);
   for (int r : {1, 3}) {
-    Request q = request("w", 1, 1, OpType::kBroadcast);
+    Request q = in_set("w", 1, 1, OpType::kBroadcast);
     q.root = 3;
     c.add(r, q);
   }
@@ -120,7 +118,7 @@ TEST_F(CoordinatorSets, ABroadcastsRootIsAGlobalRankInTheSet) {
   EXPECT_EQ(ready[0].error, "");
   EXPECT_EQ(ready[0].root, 1) << "the root's rank within the set, for the set's communicator";
   for (int r : {1, 3}) {
-    Request q = request("v", 1, 1, OpType::kBroadcast);
+    Request q = in_set("v", 1, 1, OpType::kBroadcast);
     q.root = 0;
     c.add(r, q);
   }
@@ -132,7 +130,7 @@ TEST_F(CoordinatorSets, ABroadcastsRootIsAGlobalRankInTheSet) {
 TEST_F(CoordinatorSets, MismatchesNameGlobalRanks) {
   sets_.add(1, {1, 3});
   Coordinator c(4, &ids_, 0, &sets_);
-  Request q = request("d", 1, 1);
+  Request q = in_set("d", 1, 1);
   c.add(1, q);
   q.dtype = DataType::kFloat64;
   c.add(3, q);
@@ -177,14 +175,14 @@ TEST_F(CoordinatorSets, RemovingASetFailsItsPendingTensorsFirst) {
   sets_.add(1, {0, 1, 2});
   Coordinator c(4, &ids_, 16, &sets_);
   // "cached" is negotiated once (cached), then asked again by rank 0 only, through the cache.
-  for (int r : {0, 1, 2}) c.add(r, request("cached", 1, 1));
+  for (int r : {0, 1, 2}) c.add(r, in_set("cached", 1, 1));
   std::vector<Response> ready = take(c);
   ASSERT_EQ(ready.size(), 1u);
   const uint32_t id = ready[0].cache_ids.at(0);
   ASSERT_NE(id, 0u);
   EXPECT_EQ(c.add_cached(0, id, 5, 0), "");
-  c.add(0, request("x", 1, 1));
-  c.add(1, request("x", 1, 1));
+  c.add(0, in_set("x", 1, 1));
+  c.add(1, in_set("x", 1, 1));
   for (int r = 0; r < 4; ++r) c.add(r, control(OpType::kRemoveProcessSet, "1"));
   ready = take(c);
   ASSERT_EQ(ready.size(), 3u);
@@ -220,12 +218,12 @@ TEST_F(CoordinatorSets, RemovingAnUnknownSetIsAnError) {
 
 TEST_F(CoordinatorSets, AJoinedRankCountsForAllreducesWhichCarryItsZerosSizes) {
   Coordinator c(3, &ids_);
-  c.add(0, request("early", 100));  // pending before the join: ready once rank 1 joins
-  c.add(2, request("early", 300));
+  c.add(0, in_set("early", 100));  // pending before the join: ready once rank 1 joins
+  c.add(2, in_set("early", 300));
   c.add(1, control(OpType::kJoin, "", 50));
   EXPECT_TRUE(c.stalled(1'000'000).empty()) << "a join is not a stall";
-  c.add(0, request("late", 400));
-  c.add(2, request("late", 500));
+  c.add(0, in_set("late", 400));
+  c.add(2, in_set("late", 500));
   std::vector<Response> ready = take(c);
   ASSERT_EQ(ready.size(), 1u) << "fused";
   EXPECT_EQ(ready[0].names, (std::vector<std::string>{"early", "late"}));
@@ -237,9 +235,9 @@ TEST_F(CoordinatorSets, AJoinedRankCountsForAllreducesWhichCarryItsZerosSizes) {
 
   // Allgather and broadcast fail while a rank has joined; a process set's tensors still need
   // every member; a barrier is fine.
-  Request gather = request("g", 1, kGlobalSet, OpType::kAllgather);
-  Request bcast = request("b", 1, kGlobalSet, OpType::kBroadcast);
-  Request barrier = request("ranktime.barrier", 1, kGlobalSet, OpType::kBarrier);
+  Request gather = in_set("g", 1, kGlobalSet, OpType::kAllgather);
+  Request bcast = in_set("b", 1, kGlobalSet, OpType::kBroadcast);
+  Request barrier = in_set("ranktime.barrier", 1, kGlobalSet, OpType::kBarrier);
   for (int r : {0, 2}) {
     c.add(r, gather);
     c.add(r, bcast);
@@ -265,10 +263,10 @@ TEST_F(CoordinatorSets, AJoinedRankCountsForAllreducesWhichCarryItsZerosSizes) {
   EXPECT_EQ(ready[0].root, 0);
   ASSERT_EQ(negotiations_.size(), 1u);
   EXPECT_THAT(negotiations_[0].ready_ns, ElementsAre(600, 50, 700));
-  c.add(0, request("after", 1));
-  c.add(2, request("after", 1));
+  c.add(0, in_set("after", 1));
+  c.add(2, in_set("after", 1));
   EXPECT_TRUE(take(c).empty()) << "rank 1 must ask again";
-  c.add(1, request("after", 1));
+  c.add(1, in_set("after", 1));
   ready = take(c);
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_TRUE(ready[0].tensor_sizes.empty());
@@ -278,15 +276,15 @@ TEST_F(CoordinatorSets, ASetsTensorIsNotReadyThroughAJoin) {
   sets_.add(1, {0, 1});
   Coordinator c(3, &ids_, 0, &sets_);
   c.add(1, control(OpType::kJoin, "", 1));
-  c.add(0, request("s", 1, 1));
+  c.add(0, in_set("s", 1, 1));
   EXPECT_TRUE(take(c).empty()) << "join is over every rank; a set needs all its members";
-  c.add(1, request("s", 1, 1));
+  c.add(1, in_set("s", 1, 1));
   EXPECT_EQ(take(c).size(), 1u);
 }
 
 TEST_F(CoordinatorSets, TheLastJoinComesAfterTheTensorsItMadeReady) {
   Coordinator c(2, &ids_);
-  c.add(0, request("x", 1));
+  c.add(0, in_set("x", 1));
   c.add(1, control(OpType::kJoin, "", 2));  // x is ready now
   c.add(0, control(OpType::kJoin, "", 3));
   std::vector<Response> ready = take(c);
@@ -299,7 +297,7 @@ TEST_F(CoordinatorSets, TheLastJoinComesAfterTheTensorsItMadeReady) {
 
 TEST_F(CoordinatorSets, CachedTensorsGoOnThroughAJoin) {
   Coordinator c(3, &ids_, 16);
-  for (int r = 0; r < 3; ++r) c.add(r, request("w", 1));
+  for (int r = 0; r < 3; ++r) c.add(r, in_set("w", 1));
   std::vector<Response> ready = take(c);
   const uint32_t id = ready.at(0).cache_ids.at(0);
   ASSERT_NE(id, 0u);
@@ -321,7 +319,7 @@ TEST_F(CoordinatorSets, CachedTensorsGoOnThroughAJoin) {
 // set's label, so that groups of the same name in different sets are held apart.
 Request grouped(const std::string& group, int i, int n, int32_t set,
                 OpType op = OpType::kAllreduce) {
-  Request q = request(group + "_" + std::to_string(i) + "of" + std::to_string(n), 1, set, op);
+  Request q = in_set(group + "_" + std::to_string(i) + "of" + std::to_string(n), 1, set, op);
   q.group = group;
   q.group_size = static_cast<uint32_t>(n);
   return q;
@@ -331,7 +329,7 @@ TEST_F(CoordinatorSets, GroupsAreHeldPerSetBesideFailuresAndFailWithTheirSet) {
   sets_.add(1, {0, 1});
   sets_.add(2, {1, 2});
   Coordinator c(4, &ids_, 0, &sets_);
-  c.add(3, request("stray", 1, 1));  // not a member: fails at once, beside the groups
+  c.add(3, in_set("stray", 1, 1));  // not a member: fails at once, beside the groups
   for (int r : {0, 1}) {
     for (int i = 1; i <= 2; ++i) c.add(r, grouped("g [set 1]", i, 2, 1, OpType::kReducescatter));
   }
@@ -363,8 +361,8 @@ TEST_F(CoordinatorSets, ReducescatterAndAlltoallFailWhileARankHasJoinedGroupsGet
   Coordinator c(3, &ids_);
   c.add(1, control(OpType::kJoin, "", 1));
   for (int r : {0, 2}) {
-    c.add(r, request("rs", 1, kGlobalSet, OpType::kReducescatter));
-    c.add(r, request("a2a", 1, kGlobalSet, OpType::kAlltoall));
+    c.add(r, in_set("rs", 1, kGlobalSet, OpType::kReducescatter));
+    c.add(r, in_set("a2a", 1, kGlobalSet, OpType::kAlltoall));
     for (int i = 1; i <= 2; ++i) c.add(r, grouped("sum", i, 2, kGlobalSet));
   }
   std::vector<Response> ready = take(c);

@@ -10,6 +10,7 @@
 
 #include "negotiation/coordinator.h"
 #include "negotiation/response_cache.h"
+#include "negotiation_requests.h"
 #include "ranktime/timeline/string_table.h"
 #include "recording/timeline_recorder.h"
 
@@ -18,15 +19,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const FusionOptions kNoFusion{0, 0};
+using test::kNoFusion;
 constexpr int kRanks = 3;
 
 Request request(const std::string& name, OpType op = OpType::kAllreduce) {
-  Request q;
-  q.name = name;
-  q.op = op;
-  q.shape = {4, 2};
-  return q;
+  return test::make_request(name, op, {4, 2});
 }
 
 class ResponseCacheTest : public ::testing::Test {

@@ -11,6 +11,7 @@
 
 #include "core/rows.h"
 #include "negotiation/coordinator.h"
+#include "negotiation_requests.h"
 #include "ranktime/timeline/string_table.h"
 #include "recording/timeline_recorder.h"
 
@@ -92,23 +93,23 @@ TEST(CheckArguments, SplitsThatDoNotFitAreNamed) {
 
 // --- agreement across ranks ----------------------------------------------------------------------
 
-Request request(const std::string& name, OpType op, std::vector<int64_t> shape,
-                const std::string& group = "", uint32_t group_size = 0) {
-  Request q;
-  q.name = name;
-  q.op = op;
-  q.shape = std::move(shape);
+using test::make_request;
+using test::names_of;
+
+// `op` on tensor `name` as a member of group `group` of `group_size` tensors.
+Request grouped(const std::string& name, OpType op, const std::string& group, uint32_t group_size) {
+  Request q = make_request(name, op);
   q.group = group;
   q.group_size = group_size;
   return q;
 }
 
 TEST(ValidateScatter, AlltoallFirstDimensionsMayDifferReducescatterNot) {
-  std::vector<Request> alltoall = {request("a", OpType::kAlltoall, {3, 2}),
-                                   request("a", OpType::kAlltoall, {0, 2})};
+  std::vector<Request> alltoall = {make_request("a", OpType::kAlltoall, {3, 2}),
+                                   make_request("a", OpType::kAlltoall, {0, 2})};
   EXPECT_EQ(validate_requests(alltoall), "");
-  std::vector<Request> scatter = {request("s", OpType::kReducescatter, {3, 2}),
-                                  request("s", OpType::kReducescatter, {4, 2})};
+  std::vector<Request> scatter = {make_request("s", OpType::kReducescatter, {3, 2}),
+                                  make_request("s", OpType::kReducescatter, {4, 2})};
   EXPECT_EQ(validate_requests(scatter),
             "tensor 's': shape differs between ranks: [3,2] on rank 0; [4,2] on rank 1");
 }
@@ -125,12 +126,6 @@ Response single(const std::string& name, uint32_t id, OpType op = OpType::kAllre
   r.tensor_ids = {id};
   r.cache_ids = {id + 100};
   return r;
-}
-
-std::vector<std::vector<std::string>> names_of(const std::vector<Response>& responses) {
-  std::vector<std::vector<std::string>> out;
-  for (const Response& r : responses) out.push_back(r.names);
-  return out;
 }
 
 using Names = std::vector<std::vector<std::string>>;
@@ -183,8 +178,8 @@ class GroupTest : public ::testing::Test {
   // Tensor i of group "g" of `n`, as rank `rank` requests it.
   void add(Coordinator& c, int rank, int i, int n, DataType dtype = DataType::kFloat32,
            int64_t ready_ns = 0) {
-    Request q = request("g_" + std::to_string(i) + "of" + std::to_string(n), OpType::kAllreduce,
-                        {4}, "g", static_cast<uint32_t>(n));
+    Request q = grouped("g_" + std::to_string(i) + "of" + std::to_string(n), OpType::kAllreduce,
+                        "g", static_cast<uint32_t>(n));
     q.dtype = dtype;
     q.ready_ns = ready_ns;
     c.add(rank, q);
@@ -198,8 +193,8 @@ TEST_F(GroupTest, HeldUntilEveryTensorIsReadyOnEveryRankThenOneExecution) {
   add(c, 0, 2, 3);
   add(c, 1, 2, 3);
   add(c, 0, 3, 3);
-  c.add(0, request("other", OpType::kAllreduce, {4}));
-  c.add(1, request("other", OpType::kAllreduce, {4}));
+  c.add(0, make_request("other", OpType::kAllreduce, {4}));
+  c.add(1, make_request("other", OpType::kAllreduce, {4}));
   EXPECT_EQ(names_of(c.take_ready(tiny_, &negotiations_)), (Names{{"other"}}));
   EXPECT_EQ(negotiations_.size(), 1u);  // the group's come when it is ready
   EXPECT_EQ(c.pending(), 3u);           // two held, one not ready on rank 1
@@ -216,7 +211,7 @@ TEST_F(GroupTest, HeldUntilEveryTensorIsReadyOnEveryRankThenOneExecution) {
 TEST_F(GroupTest, TensorsReadyBeforeAGroupInTheSameCycleKeepTheirNames) {
   Coordinator c(2, &ids_);
   for (int r = 0; r < 2; ++r) {
-    c.add(r, request("alone", OpType::kAllgather, {4}));
+    c.add(r, make_request("alone", OpType::kAllgather, {4}));
     add(c, r, 1, 1);
   }
   EXPECT_EQ(names_of(c.take_ready(tiny_, &negotiations_)), (Names{{"alone"}, {"g_1of1"}}));
@@ -273,15 +268,15 @@ TEST_F(GroupTest, CachedGroupsAreStillHeldTogether) {
 // Only hand-made requests can do this (the API makes a group's requests alike): it fails.
 TEST_F(GroupTest, TensorsThatDisagreeAboutTheirGroupFailIt) {
   Coordinator c(1, &ids_);
-  c.add(0, request("a", OpType::kAllreduce, {4}, "g", 2));
-  c.add(0, request("b", OpType::kAllgather, {4}, "g", 2));
+  c.add(0, grouped("a", OpType::kAllreduce, "g", 2));
+  c.add(0, grouped("b", OpType::kAllgather, "g", 2));
   std::vector<Response> ready = c.take_ready(tiny_, &negotiations_);
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].names, (std::vector<std::string>{"a", "b"}));
   EXPECT_THAT(ready[0].error, HasSubstr("group 'g' failed: tensor 'b' differs from tensor 'a' in "
                                         "operation, reduction, device or process set"));
-  c.add(0, request("c", OpType::kAllreduce, {4}, "h", 2));
-  c.add(0, request("d", OpType::kAllreduce, {4}, "h", 1));
+  c.add(0, grouped("c", OpType::kAllreduce, "h", 2));
+  c.add(0, grouped("d", OpType::kAllreduce, "h", 1));
   ready = c.take_ready(tiny_, &negotiations_);
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].error,
