@@ -7,8 +7,11 @@
 #
 # What each job leaves out, to keep CI well under an hour (README tests run everything anyway):
 # - ASan: the emulated-host tests other than multihost.hierarchical (the only one that runs code
-#   of its own, the host-aware allreduce); the others test the launcher and link faults, whose
-#   runtime paths (lost peer, doomed job) mpi_faults covers on one host.
+#   of its own, the host-aware allreduce), and two of that test's four runs; the others test the
+#   launcher and link faults, whose runtime paths (lost peer, doomed job) mpi_faults covers on
+#   one host. And the collectives at the default settings (mpi_collectives_2, _4): their fused
+#   copies run in mpi_collectives_chunked_3 and small_batches_3, the unfused path at 4 ranks in
+#   unfused_4.
 # - TSan: one rank count and one fusion setting per multi-rank test. Every rank is a process of
 #   its own, so its threads are the same at 2 ranks as at 4, and fused, unfused, chunked and small
 #   batches differ in what the background thread copies (ASan's job), not in which threads meet.
@@ -32,7 +35,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ctest --test-dir "$A" --output-on-f
 # the process and are unloaded at MPI_Finalize, so their allocations show up as unattributable
 # leaks that no suppression can name. Memory errors and undefined behaviour are still fatal.
 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ctest --test-dir "$A" --output-on-failure -L mpi -LE "soak" \
-  -E "^multihost\.(harness|jobs|clocks|cut|cleanup)$"
+  -E "^(multihost\.(harness|jobs|clocks|cut|cleanup|hierarchical)|mpi_collectives_[24])$"
+# The host-aware allreduce: uneven hosts unfused, and the pipeline of many small chunks (the two
+# fused runs at the default chunk size take the same code paths with other sizes).
+ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTEST_ADDOPTS='-k "uneven_unfused or small_chunks"' \
+  ctest --test-dir "$A" --output-on-failure -R "^multihost\.hierarchical$"
 
 # --- TSan ---
 T=${TSAN_BUILD_DIR:-build-tsan}
