@@ -1,7 +1,7 @@
 """Timeline overhead, in one run: ranktime-synth with the timeline off, on (t.json), on as gzip
 (t.json.gz), and on with cycle markers, on the ResNet-50 gradient set and on 1,000 small tensors;
-with --baseline BUILD also the timeline of another build (e.g. the commit before a change) in the
-same rounds. Rounds are interleaved so that
+with --baseline BUILD also another build (e.g. the commit before a change), timeline off and on,
+in the same rounds (its on/off ratio against its own off). Rounds are interleaved so that
 drift in machine load hits every variant alike (each round in a rotated order); prints each
 variant's step time (the median over rounds of each run's median step, and of each run's mean
 step), the on/off ratios of those, the on/off ratio paired within each round (the median over
@@ -89,7 +89,11 @@ def main():
         "on+cycles": (a.build, {"TIMELINE_FILENAME": trace, "TIMELINE_MARK_CYCLES": "1"}),
     }
     if a.baseline:
+        variants["baseline-off"] = (a.baseline, {})
         variants["baseline-on"] = (a.baseline, {"TIMELINE_FILENAME": trace})
+
+    def reference(variant):  # the same build with the timeline off
+        return "baseline-off" if variant.startswith("baseline") else "off"
     print(f"ranks={a.ranks} rounds={a.rounds} (medians over rounds of each run's median and mean step)")
     for wname, (wargs, default_steps, tensors) in workloads.items():
         steps = a.steps or default_steps
@@ -106,15 +110,16 @@ def main():
                         sizes[vname] = (*events_written(path), os.path.getsize(path))
                     os.remove(path)
                 os.sync()
-        others = [v for v in variants if v != "off"]
+        others = [v for v in variants if v not in ("off", "baseline-off")]
         for i, stat in enumerate(("median", "mean")):
             m = {v: statistics.median(t[i] for t in ts) for v, ts in times.items()}
             print(f"{wname}, {steps} steps, {stat} step: off {m['off']:.3f} ms, " +
-                  ", ".join(f"{v} {m[v]:.3f} ms ({m[v] / m['off']:.3f})" for v in others))
+                  (f"baseline-off {m['baseline-off']:.3f} ms, " if a.baseline else "") +
+                  ", ".join(f"{v} {m[v]:.3f} ms ({m[v] / m[reference(v)]:.3f})" for v in others))
         for i, stat in enumerate(("median", "mean")):
             for v in others:
-                paired = sorted(t[i] / o[i] for t, o in zip(times[v], times["off"]))
-                print(f"{wname}, {stat} step, {v}/off paired within rounds: median "
+                paired = sorted(t[i] / o[i] for t, o in zip(times[v], times[reference(v)]))
+                print(f"{wname}, {stat} step, {v}/{reference(v)} paired within rounds: median "
                       f"{statistics.median(paired):.3f} (rounds {' '.join(f'{x:.2f}' for x in paired)})")
         traced = steps + 1  # ranktime-synth's warm-up step is in the trace too
         per = tensors * a.ranks * traced
