@@ -110,7 +110,7 @@ def main():
                         sizes[vname] = (*events_written(path), os.path.getsize(path))
                     os.remove(path)
                 os.sync()
-        others = [v for v in variants if v not in ("off", "baseline-off")]
+        others = [v for v in variants if v != reference(v)]
         for i, stat in enumerate(("median", "mean")):
             m = {v: statistics.median(t[i] for t in ts) for v, ts in times.items()}
             print(f"{wname}, {steps} steps, {stat} step: off {m['off']:.3f} ms, " +

@@ -25,14 +25,14 @@ fuzz() {  # fuzz TARGET SEEDS LOG: runs one fuzzer; its exit status is the fuzze
 }
 declare -A seeds=([wire]=tests/fuzz/corpus/wire [trace_reader]=tests/fuzz/corpus/trace)
 declare -A pids logs
-for target in wire trace_reader; do
+for target in "${!seeds[@]}"; do
   echo "fuzz_$target: ${FUZZ_SECONDS:-60} s from $(ls "${seeds[$target]}" | wc -l) seeds"
   logs[$target]=$(mktemp)
   fuzz "$target" "${seeds[$target]}" "${logs[$target]}" &
   pids[$target]=$!
 done
 failed=0
-for target in wire trace_reader; do
+for target in "${!seeds[@]}"; do
   status=0
   wait "${pids[$target]}" || status=$?
   echo "fuzz_$target:"
@@ -44,5 +44,5 @@ for target in wire trace_reader; do
   fi
   rm -f "${logs[$target]}"
 done
-echo "fuzzing: $((2 - failed)) passed, $failed failed"
+echo "fuzzing: $((${#seeds[@]} - failed)) passed, $failed failed"
 [ "$failed" -eq 0 ]

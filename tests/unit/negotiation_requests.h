@@ -26,6 +26,15 @@ inline Request make_request(const std::string& name, OpType op = OpType::kAllred
   return q;
 }
 
+// Tensor `i` of the `n` of group `group` (named `group`_`i`of`n`), as one rank submits it.
+inline Request group_member(const std::string& group, int i, int n,
+                            OpType op = OpType::kAllreduce) {
+  Request q = make_request(group + "_" + std::to_string(i) + "of" + std::to_string(n), op);
+  q.group = group;
+  q.group_size = static_cast<uint32_t>(n);
+  return q;
+}
+
 // The tensor names of each response, in order.
 inline std::vector<std::vector<std::string>> names_of(const std::vector<Response>& responses) {
   std::vector<std::vector<std::string>> out;

@@ -317,11 +317,11 @@ TEST_F(CoordinatorSets, CachedTensorsGoOnThroughAJoin) {
 
 // Tensor `i` of `n` of group `group`, as the runtime names a set's: the group's name carries the
 // set's label, so that groups of the same name in different sets are held apart.
-Request grouped(const std::string& group, int i, int n, int32_t set,
-                OpType op = OpType::kAllreduce) {
-  Request q = in_set(group + "_" + std::to_string(i) + "of" + std::to_string(n), 1, set, op);
-  q.group = group;
-  q.group_size = static_cast<uint32_t>(n);
+Request in_set_group(const std::string& group, int i, int n, int32_t set,
+                     OpType op = OpType::kAllreduce) {
+  Request q = test::group_member(group, i, n, op);
+  q.ready_ns = 1;
+  q.process_set = set;
   return q;
 }
 
@@ -331,9 +331,11 @@ TEST_F(CoordinatorSets, GroupsAreHeldPerSetBesideFailuresAndFailWithTheirSet) {
   Coordinator c(4, &ids_, 0, &sets_);
   c.add(3, in_set("stray", 1, 1));  // not a member: fails at once, beside the groups
   for (int r : {0, 1}) {
-    for (int i = 1; i <= 2; ++i) c.add(r, grouped("g [set 1]", i, 2, 1, OpType::kReducescatter));
+    for (int i = 1; i <= 2; ++i)
+      c.add(r, in_set_group("g [set 1]", i, 2, 1, OpType::kReducescatter));
   }
-  for (int r : {1, 2}) c.add(r, grouped("g [set 2]", 1, 2, 2));  // its second tensor never comes
+  for (int r : {1, 2})
+    c.add(r, in_set_group("g [set 2]", 1, 2, 2));  // its second tensor never comes
   std::vector<Response> ready = take(c);
   ASSERT_EQ(ready.size(), 2u);
   EXPECT_EQ(ready[0].error, "tensor 'stray': rank 3 is not in process set 1 (ranks 0,1)");
@@ -363,7 +365,7 @@ TEST_F(CoordinatorSets, ReducescatterAndAlltoallFailWhileARankHasJoinedGroupsGet
   for (int r : {0, 2}) {
     c.add(r, in_set("rs", 1, kGlobalSet, OpType::kReducescatter));
     c.add(r, in_set("a2a", 1, kGlobalSet, OpType::kAlltoall));
-    for (int i = 1; i <= 2; ++i) c.add(r, grouped("sum", i, 2, kGlobalSet));
+    for (int i = 1; i <= 2; ++i) c.add(r, in_set_group("sum", i, 2, kGlobalSet));
   }
   std::vector<Response> ready = take(c);
   ASSERT_EQ(ready.size(), 3u);

@@ -178,8 +178,7 @@ class GroupTest : public ::testing::Test {
   // Tensor i of group "g" of `n`, as rank `rank` requests it.
   void add(Coordinator& c, int rank, int i, int n, DataType dtype = DataType::kFloat32,
            int64_t ready_ns = 0) {
-    Request q = grouped("g_" + std::to_string(i) + "of" + std::to_string(n), OpType::kAllreduce,
-                        "g", static_cast<uint32_t>(n));
+    Request q = test::group_member("g", i, n);
     q.dtype = dtype;
     q.ready_ns = ready_ns;
     c.add(rank, q);

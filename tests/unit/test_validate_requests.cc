@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "negotiation/coordinator.h"
+#include "negotiation_requests.h"
 
 namespace ranktime {
 namespace {
@@ -17,11 +18,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 Request make(OpType op, std::vector<int64_t> shape) {
-  Request q;
-  q.name = "model/dense_1/kernel";
-  q.op = op;
-  q.shape = std::move(shape);
-  return q;
+  return test::make_request("model/dense_1/kernel", op, std::move(shape));
 }
 
 std::vector<Request> agreeing(int ranks, OpType op, std::vector<int64_t> shape = {4, 8}) {
