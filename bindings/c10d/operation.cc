@@ -2,7 +2,9 @@
 #include "operation.h"
 
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -107,6 +109,10 @@ c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() { return op_->future()
 Completer::Completer() : thread_([this] { run(); }) {}
 
 Completer::~Completer() {
+  // The last reference to an operation may free tensors that Python still sees, which takes the
+  // GIL: the completer thread must be able to take it while this one waits for it to end.
+  std::optional<pybind11::gil_scoped_release> no_gil;
+  if (PyGILState_Check()) no_gil.emplace();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -131,6 +137,7 @@ void Completer::run() {
     std::shared_ptr<Operation> oldest = queue_.front();
     lock.unlock();
     oldest->complete();
+    oldest.reset();  // like `finished` below: never the last reference under the lock
     lock.lock();
     // Operations that finished while the oldest was pending (the runtime may order them
     // differently, and callers may have waited on some themselves) need not wait their turn.
