@@ -103,7 +103,7 @@ TEST(TraceWriterGzip, EveryLevelReadsBack) {
   StringTable strings;
   const std::vector<uint32_t> tensors = some_tensors(&strings, 8);
   std::vector<uint64_t> sizes;
-  for (int level : {1, 6, 9}) {
+  for (int level : {1, 2, 3}) {
     TraceWriterOptions options = options_for(dir.file("l" + std::to_string(level) + ".json.gz"));
     options.gzip_level = level;
     auto writer = open_or_fail(options, strings);
@@ -115,7 +115,9 @@ TEST(TraceWriterGzip, EveryLevelReadsBack) {
     EXPECT_EQ(read_trace(options.path).size(), writer->events_written());
     sizes.push_back(file_size(options.path));
   }
-  EXPECT_GT(sizes[0], sizes[2]);  // level 9 compresses more than level 1
+  // Each level is ISA-L's own (level 3 searches harder, and on this little text comes out larger).
+  EXPECT_NE(sizes[0], sizes[1]);
+  EXPECT_NE(sizes[0], sizes[2]);
 }
 
 // With a budget, a file about to pass it is completed and recording goes on in the next one:

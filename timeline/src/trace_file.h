@@ -1,6 +1,6 @@
 // TraceFile: one trace file on disk, written in pieces, each of which leaves it a complete JSON
 // array: plain text (each piece is written over the closing bracket, with a new one after it) or
-// gzip (each piece ends with a zlib sync flush, followed by a final block holding the closing
+// gzip (each piece ends with a deflate sync flush, followed by a final block holding the closing
 // bracket and the gzip trailer, which the next piece overwrites; large pieces are compressed in
 // parts on helper threads). One system call per piece.
 #pragma once
@@ -17,8 +17,8 @@ class TraceFile {
  public:
   virtual ~TraceFile();
 
-  // Creates (truncates) `path`, as gzip at zlib level `gzip_level` (1-9) when `gzip`. nullptr
-  // with *error (an errno value) when it cannot be created.
+  // Creates (truncates) `path`, as gzip at level `gzip_level` (DeflateStream's, 1-3) when `gzip`.
+  // nullptr with *error (an errno value) when it cannot be created.
   static std::unique_ptr<TraceFile> create(const std::string& path, bool gzip, int gzip_level,
                                            int* error);
 
