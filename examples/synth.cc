@@ -63,12 +63,17 @@ int main(int argc, char** argv) {
   std::string workload_path;
   int steps = 10, warmup = 1, slow_rank = -1, small_tensors = 0;
   int64_t small_elements = 256;
-  double delay_ms = 0, compute_us = 0;
+  double delay_ms = 0, compute_us = 0, scale = 1;
   std::string dtype_name = "float32", device = "cpu";
   bool no_verify = false, quiet = false, no_barrier = false;
   app.add_option("--workload", workload_path, "workload file: name<TAB>shape<TAB>elements");
   app.add_option("--small-tensors", small_tensors, "instead of a file: this many small tensors");
   app.add_option("--small-elements", small_elements, "elements per small tensor")
+      ->capture_default_str();
+  app.add_option("--scale", scale,
+                 "every tensor's elements times this (at least one each, shape flattened): the "
+                 "workload's tensors at a fraction of its bytes")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--steps", steps, "training steps")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
@@ -114,6 +119,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ranktime-synth: %s\n", e.what());
     return 2;
   }
+  if (scale != 1) ranktime::examples::scale_workload(&tensors, scale);
 
   try {
     ranktime::init();

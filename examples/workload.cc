@@ -1,6 +1,8 @@
 // Reads gradient workload files; converts tensor elements to and from doubles (see workload.h).
 #include "workload.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -55,6 +57,13 @@ std::vector<WorkloadTensor> synthetic_workload(int count, int64_t elements) {
   for (int i = 0; i < count; ++i)
     out.push_back({"small." + std::to_string(i), {elements}, elements});
   return out;
+}
+
+void scale_workload(std::vector<WorkloadTensor>* tensors, double factor) {
+  for (WorkloadTensor& t : *tensors) {
+    t.elements = std::max<int64_t>(1, std::llround(static_cast<double>(t.elements) * factor));
+    t.shape = {t.elements};
+  }
 }
 
 double element(const uint8_t* p, DataType dtype) {

@@ -21,6 +21,8 @@ struct WorkloadTensor {
 std::vector<WorkloadTensor> read_workload(const std::string& path);
 // `count` tensors of `elements` each, named small.<i>: the many-small-tensors case.
 std::vector<WorkloadTensor> synthetic_workload(int count, int64_t elements);
+// Multiplies every tensor's elements by `factor` (rounded, at least 1), its shape flattened.
+void scale_workload(std::vector<WorkloadTensor>* tensors, double factor);
 
 // The element of `dtype` at p as a double, and a double stored as one (exact for the small
 // integers workloads and tests use; 16-bit floats round to nearest even).

@@ -3,6 +3,7 @@ than cores is fine: they are oversubscribed); `summary` and `check` read what th
 plain JSON and as gzip."""
 import gzip
 import json
+import math
 import os
 import signal
 import statistics
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import CLI, SYNTH, lateness_by_rank, ranktime, summary_json
+from conftest import CLI, ROOT, SYNTH, lateness_by_rank, ranktime, summary_json
 
 pytestmark = pytest.mark.skipif(SYNTH is None, reason="ranktime-synth not built")
 
@@ -154,6 +155,21 @@ def test_settings_reach_the_runtime(cli, tmp_path):
     assert summary["tables"]["cycles"][0]["cycles"] > 0
     fusion = {row["op"]: row for row in summary["tables"]["fusion"]}
     assert fusion["ALLREDUCE"]["max_tensors_per_batch"] == 1  # fusion off
+
+
+def test_scaled_workload_keeps_its_tensors(cli, tmp_path):
+    """--scale (the scale run's BERT at a fraction of the bytes): every tensor of the workload,
+    each with its elements times the factor (rounded, at least one), reduced and checked."""
+    workload = ROOT / "examples" / "workloads" / "bert_base.tsv"
+    elements = [int(line.split("\t")[2]) for line in workload.read_text().splitlines()
+                if line and not line.startswith("#")]
+    result = ranktime("run", "-np", 2, "--oversubscribe", "--", SYNTH, "--quiet", "--workload",
+                      workload, "--scale", "0.001", "--steps", "2", cwd=tmp_path, env=ENV,
+                      timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    scaled = [max(1, math.floor(e * 0.001 + 0.5)) for e in elements]
+    assert f"tensors={len(elements)} bytes={4 * sum(scaled)} " in result.stdout
+    assert "verify=ok" in result.stdout
 
 
 def test_chosen_lanes_read_as_expected(cli, tmp_path):
