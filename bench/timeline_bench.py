@@ -17,7 +17,7 @@ too: a run shorter than one flush interval would see only the recording cost. Th
 shows those flushes; the median mostly does not.
 
 Usage: timeline_bench.py BUILD_DIR [--ranks 2] [--rounds 5] [--steps N (both workloads)]
-                          [--baseline OTHER_BUILD_DIR]
+                          [--baseline OTHER_BUILD_DIR] [--workload resnet50|small (default both)]
 """
 import argparse
 import gzip
@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--idle-seconds", type=float, default=5)
     ap.add_argument("--baseline", default=None, help="another build whose timeline is timed too")
+    ap.add_argument("--workload", choices=("resnet50", "small"), default=None)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="ranktime-tlbench-")
     trace = os.path.join(tmp, "t.json")
@@ -82,6 +83,8 @@ def main():
         "resnet50": (["--workload", "examples/workloads/resnet50.tsv"], 60, 161),
         "1000 small tensors": (["--small-tensors", "1000", "--small-elements", "256"], 400, 1000),
     }
+    if a.workload:
+        workloads = {k: v for k, v in workloads.items() if a.workload in k}
     variants = {  # name: (build, environment)
         "off": (a.build, {}),
         "on": (a.build, {"TIMELINE_FILENAME": trace}),
