@@ -271,23 +271,27 @@ size_t threads_with_policy(int policy) {
   return n;
 }
 
+// How many threads have `policy` once `count` of them do, or after `ms` milliseconds: a thread
+// sets its own policy when it starts, and a joined one may still be listed in /proc for a moment
+// (pthread_join returns when the thread has released its memory, before the kernel has finished
+// its exit).
+size_t threads_with_policy_after(int policy, size_t count, int ms) {
+  for (int waited = 0; waited < ms && threads_with_policy(policy) != count; ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return threads_with_policy(policy);
+}
+
 TEST(TraceWriter, IdleDetectorRunsAtIdlePriorityOnlyWhileOpen) {
   TempDir dir;
   StringTable strings;
   const size_t before = threads_with_policy(SCHED_IDLE);
   auto writer = open_or_fail(options_for(dir.file("t.json")), strings);
-  // The detector sets its own policy when it starts: wait for it.
-  for (int attempt = 0; attempt < 2000 && threads_with_policy(SCHED_IDLE) == before; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(threads_with_policy(SCHED_IDLE), before + 1);
+  EXPECT_EQ(threads_with_policy_after(SCHED_IDLE, before + 1, 2000), before + 1);
   // close() does not wait for it (on a busy machine it may not run for a long time); it quits
   // the next time it runs.
   writer->close();
-  for (int attempt = 0; attempt < 60000 && threads_with_policy(SCHED_IDLE) != before; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_EQ(threads_with_policy(SCHED_IDLE), before);
+  EXPECT_EQ(threads_with_policy_after(SCHED_IDLE, before, 60000), before);
 }
 
 // The writer thread is SCHED_BATCH (no wake-up preemption) when it uses idle cores, and a plain
@@ -301,15 +305,10 @@ TEST(TraceWriter, WriterRunsAsBatchOnlyWhenUsingIdleCores) {
     TraceWriterOptions options = options_for(dir.file(idle_cores ? "idle.json" : "plain.json"));
     options.use_idle_cores = idle_cores;
     auto writer = open_or_fail(options, strings);
-    // The writer sets its own policy when it starts: wait for it.
     const size_t expected = before + (idle_cores ? 1 : 0);
-    for (int attempt = 0; attempt < 2000 && threads_with_policy(SCHED_BATCH) != expected;
-         ++attempt) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    EXPECT_EQ(threads_with_policy(SCHED_BATCH), expected);
+    EXPECT_EQ(threads_with_policy_after(SCHED_BATCH, expected, 2000), expected);
     writer->close();
-    EXPECT_EQ(threads_with_policy(SCHED_BATCH), before);
+    EXPECT_EQ(threads_with_policy_after(SCHED_BATCH, before, 2000), before);
   }
 }
 
