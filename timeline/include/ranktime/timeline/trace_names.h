@@ -34,4 +34,20 @@ inline constexpr std::string_view kStepSliceName = "STEP";
 // r for a thread named "steps rank r"; -1 for any other name.
 int64_t step_thread_rank(std::string_view thread_name);
 
+// Regions: rank R's own process ("rank R", sorted after the tensors' processes) has a thread
+// named "regions" (tid kRegionsThreadTid) with one complete (`X`) slice per region, named by the
+// user (untrusted text), with args `blocked_us` when the rank was blocked inside ranktime
+// during it. Tensor pids are string ids + 1, far below the base, so a tensor named "rank 3"
+// never shares a pid with rank 3's process.
+inline constexpr int64_t kRankProcessPidBase = 1'000'000'000;
+inline constexpr int64_t kRegionsThreadTid = 1;
+inline constexpr std::string_view kRegionsThreadName = "regions";
+inline constexpr int64_t rank_process_pid(int64_t rank) { return kRankProcessPidBase + rank; }
+// R for rank R's process pid; -1 for any other pid.
+inline constexpr int64_t rank_process_rank(int64_t pid) {
+  return pid >= kRankProcessPidBase && pid < kRankProcessPidBase + kMaxTraceRanks
+             ? pid - kRankProcessPidBase
+             : -1;
+}
+
 }  // namespace ranktime::timeline
