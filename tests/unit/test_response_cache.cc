@@ -1,5 +1,5 @@
-// Tests for the response cache: rank 0's side in the Coordinator (hits, misses, invalidation on
-// each field with today's error messages, capacity eviction, a rank sending in full while others
+// Tests for the response cache: rank 0's side through the Coordinator (hits, misses, invalidation
+// on each field with today's error messages, capacity eviction, a rank sending in full while others
 // hit, unknown and stale ids) and a worker's WorkerCache.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,23 +1,18 @@
 // Negotiation on rank 0: readiness bookkeeping (process sets, join), then validation and fusion
-// of what is ready; the response cache's rank-0 side.
+// of what is ready, full requests and the response cache's alike.
 #include "negotiation/coordinator.h"
 
 #include <algorithm>
-#include <cstdlib>
 
-#include "negotiation/response_cache.h"
+#include "negotiation/validation.h"
 
 namespace ranktime {
 namespace {
 
-// A cache id: the slot + 1 in the low bits, a generation above, so that an id from before a
-// slot was reused names no tensor rather than the wrong one.
-constexpr int kSlotBits = 20;
-constexpr uint32_t kSlotMask = (uint32_t{1} << kSlotBits) - 1;
-
-std::string duplicate_message(const std::string& name, int rank) {
-  return "tensor '" + name + "': rank " + std::to_string(rank) +
-         " submitted it twice while in flight";
+Request with_ready(const Request& cached, int64_t ready_ns) {
+  Request q = cached;
+  q.ready_ns = ready_ns;
+  return q;
 }
 
 }  // namespace
@@ -38,23 +33,8 @@ Response Coordinator::single_response(const Request& q, uint32_t tensor_id) {
 }
 
 Coordinator::Coordinator(int size, TensorIds* ids, size_t cache_capacity, const ProcessSets* sets)
-    : size_(size),
-      ids_(ids),
-      capacity_(std::min(cache_capacity, kMaxCacheCapacity)),
-      seen_(size, 0),
-      sets_(sets),
-      joined_(size, 0) {
+    : size_(size), ids_(ids), cache_(size, cache_capacity), sets_(sets), joined_(size) {
   for (int r = 0; r < size; ++r) all_.ranks.push_back(r);
-}
-
-template <typename Asked>
-bool Coordinator::all_in(int count, int needed, bool joins_count, Asked asked) const {
-  if (count >= needed) return true;
-  if (joined_count_ == 0 || !joins_count) return false;
-  for (int r = 0; r < size_; ++r) {
-    if (joined_[r] && !asked(r)) ++count;
-  }
-  return count >= needed;
 }
 
 void Coordinator::queue_entry(const std::string& name, Entry& e) {
@@ -69,10 +49,15 @@ void Coordinator::add(int rank, Request request) {
     fail_now(rank, request, set);
     return;
   }
-  auto slot_it = slot_of_name_.find(request.name);
-  if (slot_it != slot_of_name_.end()) {
-    Slot& slot = slots_[(slot_it->second & kSlotMask) - 1];
-    if (!slot.in_table) move_to_table(slot);
+  // Ranks negotiating this tensor through the cache: their requests become full ones, so that
+  // validation sees every rank's request.
+  if (std::optional<Rank0Cache::Unfinished> moved = cache_.move_to_table(request.name)) {
+    for (size_t i = 0; i < moved->ranks.size(); ++i) {
+      add(moved->ranks[i], with_ready(moved->request, moved->ready_ns[i]));
+    }
+    if (!moved->duplicate_error.empty()) {
+      table_[request.name].duplicate_error = std::move(moved->duplicate_error);
+    }
   }
   auto [it, inserted] = table_.try_emplace(request.name);
   Entry& e = it->second;
@@ -80,23 +65,21 @@ void Coordinator::add(int rank, Request request) {
     e.by_rank.resize(size_);
     e.process_set = request.process_set;
     e.needed = set->size();
-    e.joins_count = join_counts(request);
+    e.joins_count = JoinedRanks::count_for(request);
   }
   if (e.by_rank[rank]) {
-    e.duplicate_error = duplicate_message(request.name, rank);
+    e.duplicate_error = duplicate_request_error(request.name, rank);
     return;
   }
   const bool join = request.op == OpType::kJoin;
   e.first_ready_ns = std::min(e.first_ready_ns, request.ready_ns);
   e.by_rank[rank] = std::move(request);
   ++e.count;
-  if (join && !joined_[rank]) {
-    joined_[rank] = 1;
-    ++joined_count_;
-    last_joined_ = rank;
+  if (join && joined_.add(rank)) {
     sweep_for_join();  // before the join itself can complete: their responses need the joins
   }
-  if (all_in(e.count, e.needed, e.joins_count, [&](int r) { return e.by_rank[r].has_value(); })) {
+  if (joined_.all_in(e.count, e.needed, e.joins_count,
+                     [&](int r) { return e.by_rank[r].has_value(); })) {
     queue_entry(it->first, e);
   }
 }
@@ -105,233 +88,113 @@ void Coordinator::sweep_for_join() {
   for (auto& entry : table_) {
     Entry& e = entry.second;
     if (!e.queued && e.joins_count &&
-        all_in(e.count, e.needed, true, [&](int r) { return e.by_rank[r].has_value(); })) {
+        joined_.all_in(e.count, e.needed, true, [&](int r) { return e.by_rank[r].has_value(); })) {
       queue_entry(entry.first, e);
     }
   }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (counts_[i] == 0 || queued_[i] || !join_counts(slots_[i].request)) continue;
-    if (all_in(counts_[i], needed_[i], true, [&](int r) { return ready_row(r)[i] != kMissing; })) {
-      queued_[i] = 1;
-      completed_.push_back(Done{static_cast<int32_t>(i), {}});
-    }
-  }
-}
-
-Coordinator::Slot* Coordinator::slot_of(uint32_t id) {
-  const uint32_t index = id & kSlotMask;
-  if (index == 0 || index > slots_.size()) return nullptr;
-  Slot& slot = slots_[index - 1];
-  return slot.id == id ? &slot : nullptr;
-}
-
-Request Coordinator::materialize(const Request& cached, int64_t ready_ns) const {
-  Request q = cached;
-  q.ready_ns = ready_ns;
-  return q;
-}
-
-// A full request joined a tensor that ranks were negotiating through the cache: the cached
-// requests become full ones, so that validation sees every rank's request as today.
-void Coordinator::move_to_table(Slot& slot) {
-  slot.in_table = true;
-  const size_t index = static_cast<size_t>(&slot - slots_.data());
-  sync_fast(index);
-  if (counts_[index] == 0) return;
-  counts_[index] = 0;
-  queued_[index] = 0;
-  first_ready_[index] = INT64_MAX;
-  --pending_cached_;
-  for (int r = 0; r < size_; ++r) {
-    int64_t& cell = ready_row(r)[index];
-    if (cell == kMissing) continue;
-    const int64_t ready = cell;
-    cell = kMissing;
-    add(r, materialize(slot.request, ready));
-  }
-  if (!slot.duplicate_error.empty()) {
-    table_[slot.request.name].duplicate_error = std::move(slot.duplicate_error);
-    slot.duplicate_error.clear();
-  }
+  for (int32_t slot : cache_.complete_with_joined(joined_)) completed_.push_back(Done{slot, {}});
 }
 
 std::string Coordinator::add_cached(int rank, const uint32_t* ids, const int64_t* ready_ns,
                                     size_t count, uint64_t evictions_seen) {
-  seen_[rank] = std::max(seen_[rank], evictions_seen);
+  cache_.saw_evictions(rank, evictions_seen);
   std::string error;
-  int64_t* row = ready_row(rank);
   for (size_t i = 0; i < count; ++i) {
-    // The hot path of a steady step: one short run of writes per message.
-    const size_t index = static_cast<size_t>((ids[i] & kSlotMask)) - 1;  // 0 wraps: slow path
-    if (index >= fast_ids_.size() || fast_ids_[index] != ids[i]) {
+    const int32_t slot = cache_.add(rank, ids[i], ready_ns[i], joined_);
+    if (slot >= 0) {
+      completed_.push_back(Done{slot, {}});
+    } else if (slot == Rank0Cache::kNotFast) {
       add_cached_slow(rank, ids[i], ready_ns[i], evictions_seen, &error);
-      continue;
-    }
-    int64_t& cell = row[index];
-    if (cell != kMissing) {
-      slots_[index].duplicate_error = duplicate_message(slots_[index].request.name, rank);
-      continue;
-    }
-    cell = std::max(ready_ns[i], kMissing + 1);
-    first_ready_[index] = std::min(first_ready_[index], cell);
-    if (counts_[index]++ == 0) ++pending_cached_;
-    if (!queued_[index] && (counts_[index] == needed_[index] ||
-                            (joined_count_ > 0 && join_counts(slots_[index].request) &&
-                             all_in(counts_[index], needed_[index], true,
-                                    [&](int r) { return ready_row(r)[index] != kMissing; })))) {
-      queued_[index] = 1;
-      completed_.push_back(Done{static_cast<int32_t>(index), {}});
     }
   }
   return error;
 }
 
+// An id negotiated in full this time (join it), or evicted after the rank sent it (negotiate it
+// in full), or unknown.
 void Coordinator::add_cached_slow(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen,
                                   std::string* error) {
-  if (Slot* slot = slot_of(id)) {  // negotiated in full this time: join it
-    add(rank, materialize(slot->request, ready_ns));
-    return;
-  }
-  for (const Retired& r : retired_) {
-    if (r.id == id && evictions_seen < r.eviction) {
-      // Evicted after the rank sent it: negotiate it in full.
-      add(rank, materialize(r.request, ready_ns));
-      return;
-    }
-  }
-  if (error->empty()) {
+  if (const Request* q = cache_.request_of(id, evictions_seen)) {
+    add(rank, with_ready(*q, ready_ns));
+  } else if (error->empty()) {
     *error = "rank " + std::to_string(rank) + " sent response cache id " + std::to_string(id) +
              ", which rank 0 does not know (never given or already evicted); request dropped";
   }
 }
 
-uint32_t Coordinator::cached_id(const Request& q) const {
-  auto it = slot_of_name_.find(q.name);
-  if (it == slot_of_name_.end()) return 0;
-  const Slot& slot = slots_[(it->second & kSlotMask) - 1];
-  return same_request(slot.request, q) ? slot.id : 0;
-}
+uint32_t Coordinator::cached_id(const Request& q) const { return cache_.id_for(q); }
 
-std::vector<uint32_t> Coordinator::take_evicted() {
-  std::vector<uint32_t> out;
-  out.swap(evicted_);
-  return out;
-}
+std::vector<uint32_t> Coordinator::take_evicted() { return cache_.take_evicted(); }
 
-uint32_t Coordinator::cache(const Request& q0, uint32_t tensor_id, int64_t bytes) {
-  if (capacity_ == 0 || !cacheable(q0)) {
-    uncache(q0.name);
-    return 0;
-  }
-  auto it = slot_of_name_.find(q0.name);
-  Slot* slot = nullptr;
-  if (it != slot_of_name_.end()) {
-    slot = &slots_[(it->second & kSlotMask) - 1];
-    slot->in_table = false;
-    sync_fast(static_cast<size_t>(slot - slots_.data()));
-    if (same_request(slot->request, q0)) {
-      slot->last_used = ++uses_;
-      return slot->id;
-    }
-  } else if (!free_slots_.empty()) {
-    slot = &slots_[free_slots_.back()];
-    free_slots_.pop_back();
-  } else if (slots_.size() < capacity_) {
-    slot = &slots_[new_slot()];
-  } else {
-    // Evict the least recently used slot that nobody is negotiating.
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      Slot& s = slots_[i];
-      if (counts_[i] == 0 && !s.in_table && (slot == nullptr || s.last_used < slot->last_used)) {
-        slot = &s;
-      }
-    }
-    if (slot == nullptr) return 0;
-    retire_slot(*slot);
-  }
-  generation_ = generation_ % (UINT32_MAX >> kSlotBits) + 1;
-  slot->id = (generation_ << kSlotBits) | static_cast<uint32_t>(slot - &slots_[0] + 1);
-  slot->request = q0;
-  slot->request.ready_ns = 0;
-  slot->tensor_id = tensor_id;
-  slot->bytes = bytes;
-  const ProcessSet* set = set_of(q0.process_set);
-  needed_[static_cast<size_t>(slot - slots_.data())] = set ? set->size() : size_;
-  slot->last_used = ++uses_;
-  slot->in_table = false;
-  sync_fast(static_cast<size_t>(slot - slots_.data()));
-  slot_of_name_[q0.name] = slot->id;
-  return slot->id;
-}
-
-void Coordinator::retire_slot(Slot& slot) {
-  retired_.push_back(Retired{slot.id, ++evictions_, std::move(slot.request)});
-  evicted_.push_back(slot.id);
-  slot_of_name_.erase(retired_.back().request.name);
-  slot.request = Request();
-}
-
-// A new slot at the end, and room for it in ready_ (re-laid out with twice the stride).
-size_t Coordinator::new_slot() {
-  const size_t index = slots_.size();
-  slots_.emplace_back();
-  counts_.push_back(0);
-  first_ready_.push_back(INT64_MAX);
-  fast_ids_.push_back(0);
-  needed_.push_back(size_);
-  queued_.push_back(0);
-  if (slots_.size() > stride_) {
-    const size_t stride = std::min(std::max<size_t>(16, stride_ * 2), capacity_);
-    std::vector<int64_t> ready(static_cast<size_t>(size_) * stride, kMissing);
-    for (int r = 0; r < size_; ++r) {
-      std::copy(ready_row(r), ready_row(r) + stride_,
-                ready.data() + static_cast<size_t>(r) * stride);
-    }
-    ready_.swap(ready);
-    stride_ = stride;
-  }
-  return index;
-}
-
-void Coordinator::uncache(const std::string& name) {
-  auto it = slot_of_name_.find(name);
-  if (it == slot_of_name_.end()) return;
-  const uint32_t index = (it->second & kSlotMask) - 1;
-  Slot& slot = slots_[index];
-  slot.id = 0;
-  slot.in_table = false;
-  sync_fast(index);
-  slot.request = Request();
-  free_slots_.push_back(index);
-  slot_of_name_.erase(it);
-}
-
-// Forgets retired requests every rank has seen evicted.
-void Coordinator::retire_seen() {
-  if (retired_.empty()) return;
-  uint64_t least = evictions_;
-  for (int r = 1; r < size_; ++r) least = std::min(least, seen_[r]);
-  auto known = std::find_if(retired_.begin(), retired_.end(),
-                            [&](const Retired& r) { return r.eviction > least; });
-  retired_.erase(retired_.begin(), known);
-}
-
-template <typename ReadyOf>
-void Coordinator::fill_ticks(const ProcessSet& set, ReadyOf ready_of, Negotiation* n) const {
+void Coordinator::fill_ticks(const ProcessSet& set, const int64_t* ready_ns, Negotiation* n) const {
   int64_t first = INT64_MAX;
   for (int r : set.ranks) {
-    const int64_t t = ready_of(r);
-    if (t == kMissing) continue;
+    if (ready_ns[r] == kMissing) continue;
     n->ranks.push_back(r);
-    n->ready_ns.push_back(t);
-    first = std::min(first, t);
+    n->ready_ns.push_back(ready_ns[r]);
+    first = std::min(first, ready_ns[r]);
   }
   for (int r : set.ranks) {
-    if (ready_of(r) != kMissing || !joined_[r]) continue;
+    if (ready_ns[r] != kMissing || !joined_.by_rank[r]) continue;
     n->ranks.push_back(r);
     n->ready_ns.push_back(first);
     ++n->joined;
   }
+}
+
+bool Coordinator::take_full(const std::string& name, Taken* t, Negotiation* n) {
+  auto node = table_.extract(name);
+  if (node.empty()) return false;  // failed with its process set
+  Entry& e = node.mapped();
+  std::vector<int>& ranks = t->ranks;
+  ranks.clear();
+  t->by_rank.clear();
+  for (int r = 0; r < size_; ++r) {
+    if (!e.by_rank[r]) continue;
+    t->by_rank.push_back(std::move(*e.by_rank[r]));
+    ranks.push_back(r);
+  }
+  const bool whole = static_cast<int>(ranks.size()) == size_;
+  t->q0 = &t->by_rank[0];
+  t->set = set_of(e.process_set);
+  t->joined_absent = ranks.size() < t->set->ranks.size();
+  t->tensor_id = ids_->id_of(name);
+  t->bytes = request_bytes(*t->q0);
+  t->error = e.duplicate_error.empty()
+                 ? validate_requests(t->by_rank, whole ? nullptr : &ranks, whole ? nullptr : t->set)
+                 : e.duplicate_error;
+  if (whole) {
+    n->ready_ns.reserve(t->by_rank.size());
+    for (const Request& q : t->by_rank) n->ready_ns.push_back(q.ready_ns);
+  } else {
+    t->ready_ns.assign(size_, kMissing);
+    for (size_t i = 0; i < ranks.size(); ++i) t->ready_ns[ranks[i]] = t->by_rank[i].ready_ns;
+    fill_ticks(*t->set, t->ready_ns.data(), n);
+  }
+  return true;
+}
+
+bool Coordinator::take_cached(size_t slot, Taken* t, Negotiation* n, bool* deferred) {
+  if (!cache_.take(slot, &t->error)) return false;  // moved to table_ by a full request
+  const Rank0Cache::Slot& cached = cache_.slot(slot);
+  t->by_rank.clear();
+  t->q0 = &cached.request;
+  t->set = t->q0->process_set == kGlobalSet ? &all_ : set_of(t->q0->process_set);
+  t->joined_absent = false;
+  for (int r = 0; r < size_ && joined_.count > 0; ++r) {
+    t->joined_absent = t->joined_absent || (joined_.by_rank[r] && !cache_.sent(r, slot));
+  }
+  t->tensor_id = cached.tensor_id;
+  t->bytes = cached.bytes;
+  *deferred = t->q0->process_set == kGlobalSet && !t->joined_absent;
+  if (*deferred) {
+    n->ready_ns.resize(size_);
+  } else {
+    t->ready_ns.assign(size_, kMissing);
+    cache_.take_ready_ns(slot, t->set->ranks, t->ready_ns.data());
+    fill_ticks(*t->set, t->ready_ns.data(), n);
+  }
+  return true;
 }
 
 std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
@@ -344,127 +207,55 @@ std::vector<Response> Coordinator::take_ready(const FusionOptions& options,
   // or fused; they go first, before a removal that follows them.
   std::vector<Response> failures = std::move(failed_);
   failed_.clear();
-  std::vector<Request> by_rank;
-  std::vector<int> ranks;
-  std::vector<int64_t> ready_of_rank;
-  struct Gather {
-    size_t negotiation;
-    size_t slot;
-  };
-  std::vector<Gather> gather;  // cached negotiations: ready times to copy out of ready_
+  // Cached negotiations of every rank: their ready times are copied out of the cache at the end.
+  std::vector<size_t> deferred_slots;
+  std::vector<size_t> deferred_at;
   const size_t first = negotiations->size();
   std::vector<GroupOf> groups;  // parallel to singles
   bool grouped = false;
+  Taken t;
   for (Done& done : completed_) {
-    Response s;
     Negotiation n;
-    if (done.slot >= 0) {
-      // Through the cache: every rank sent the request that was validated when it was cached.
-      const size_t index = static_cast<size_t>(done.slot);
-      Slot& slot = slots_[index];
-      if (!queued_[index]) continue;  // moved to table_ by a duplicate full request
-      queued_[index] = 0;
-      --pending_cached_;
-      counts_[index] = 0;
-      first_ready_[index] = INT64_MAX;
-      const Request& q = slot.request;
-      groups.push_back(GroupOf{q.group, q.group_size});
-      s = single_response(q, slot.tensor_id);
-      s.error = std::move(slot.duplicate_error);
-      slot.duplicate_error.clear();
-      n.tensor_id = slot.tensor_id;
-      n.op = q.op;
-      const ProcessSet& set = q.process_set == kGlobalSet ? all_ : *set_of(q.process_set);
-      bool joined_absent = false;
-      for (int r = 0; r < size_ && joined_count_ > 0; ++r)
-        joined_absent = joined_absent || (joined_[r] && ready_row(r)[index] == kMissing);
-      if (q.process_set == kGlobalSet && !joined_absent) {
-        n.ready_ns.resize(size_);
-        gather.push_back({negotiations->size(), index});
-      } else {
-        fill_ticks(
-            set, [&](int r) { return ready_row(r)[index]; }, &n);
-        for (int r : set.ranks) ready_row(r)[index] = kMissing;
-      }
-      if (s.error.empty()) apply_set_and_join(set, q, joined_absent, &s);
-      n.error = s.error;
-      bytes.push_back(slot.bytes);
-      if (s.error.empty()) {
-        slot.last_used = ++uses_;
-        s.cache_ids.push_back(slot.id);
-      } else {
-        s.cache_ids.push_back(0);
-        uncache(q.name);
-      }
-    } else {
-      auto node = table_.extract(done.name);
-      if (node.empty()) continue;  // failed with its process set
-      Entry& e = node.mapped();
-      by_rank.clear();
-      ranks.clear();
-      for (int r = 0; r < size_; ++r) {
-        if (!e.by_rank[r]) continue;
-        by_rank.push_back(std::move(*e.by_rank[r]));
-        ranks.push_back(r);
-      }
-      const bool whole = static_cast<int>(ranks.size()) == size_;
-      const Request& q0 = by_rank[0];
-      groups.push_back(GroupOf{q0.group, q0.group_size});
-      const ProcessSet* set = set_of(e.process_set);
-      s = single_response(q0, ids_->id_of(done.name));
-      s.error = e.duplicate_error.empty()
-                    ? validate_requests(by_rank, whole ? nullptr : &ranks, whole ? nullptr : set)
-                    : e.duplicate_error;
-      if (s.error.empty() && q0.op == OpType::kRemoveProcessSet) {
-        const ProcessSet* gone = set_of(static_cast<int32_t>(std::atoi(q0.argument.c_str())));
-        if (gone == nullptr || gone->id == kGlobalSet) {
-          s.error = "remove_process_set: process set " + q0.argument + " does not exist";
-        } else {
-          fail_set(*gone, &failures);
-        }
-      }
-      if (s.error.empty() && is_control_op(q0.op)) finish_control(q0, &s);
-      if (s.error.empty()) apply_set_and_join(*set, q0, ranks.size() < set->ranks.size(), &s);
-      if (s.error.empty() && s.op == OpType::kAllgather) {
-        for (const Request& q : by_rank) s.first_dims.push_back(q.shape[0]);
-      }
-      n.tensor_id = s.tensor_ids[0];
-      n.op = q0.op;
-      n.error = s.error;
-      if (whole) {
-        n.ready_ns.reserve(by_rank.size());
-        for (const Request& q : by_rank) n.ready_ns.push_back(q.ready_ns);
-      } else {
-        ready_of_rank.assign(size_, kMissing);
-        for (size_t i = 0; i < ranks.size(); ++i) ready_of_rank[ranks[i]] = by_rank[i].ready_ns;
-        fill_ticks(
-            *set, [&](int r) { return ready_of_rank[r]; }, &n);
-      }
-      bytes.push_back(request_bytes(q0));
-      if (s.error.empty()) {
-        s.cache_ids.push_back(cache(q0, s.tensor_ids[0], bytes.back()));
-      } else {
-        uncache(done.name);
-        s.cache_ids.push_back(0);
-      }
+    bool deferred = false;
+    if (done.slot >= 0 ? !take_cached(static_cast<size_t>(done.slot), &t, &n, &deferred)
+                       : !take_full(done.name, &t, &n)) {
+      continue;
     }
-    if (capacity_ == 0) s.cache_ids.clear();
+    const Request& q0 = *t.q0;
+    Response s = single_response(q0, t.tensor_id);
+    s.error = std::move(t.error);
+    if (s.error.empty() && is_control_op(q0.op)) finish_control(q0, &s, &failures);
+    if (s.error.empty()) apply_set_and_join(*t.set, q0, t.joined_absent, &s);
+    if (s.error.empty() && s.op == OpType::kAllgather) {
+      for (const Request& q : t.by_rank) s.first_dims.push_back(q.shape[0]);
+    }
+    n.tensor_id = t.tensor_id;
+    n.op = q0.op;
+    n.error = s.error;
+    groups.push_back(GroupOf{q0.group, q0.group_size});  // (before uncache() clears a slot's q0)
     grouped = grouped || groups.back().size > 0;
+    uint32_t cache_id = 0;
+    if (!s.error.empty()) {
+      cache_.uncache(s.names[0]);
+    } else if (done.slot >= 0) {
+      cache_id = cache_.touch(static_cast<size_t>(done.slot));
+    } else {
+      cache_id = cache_.cache(q0, t.tensor_id, t.bytes, t.set->size());
+    }
+    if (cache_.enabled()) s.cache_ids.push_back(cache_id);
+    if (deferred) {
+      deferred_slots.push_back(static_cast<size_t>(done.slot));
+      deferred_at.push_back(negotiations->size());
+    }
+    bytes.push_back(t.bytes);
     negotiations->push_back(std::move(n));
     singles.push_back(std::move(s));
   }
   completed_.clear();
-  // Row by row: each rank's times are one short run, each negotiation's vector is filled in order.
-  if (!gather.empty()) {
-    for (int r = 0; r < size_; ++r) {
-      int64_t* row = ready_row(r);
-      for (const Gather& g : gather) {
-        (*negotiations)[g.negotiation].ready_ns[r] = row[g.slot];
-        row[g.slot] = kMissing;
-      }
-    }
-  }
-  retire_seen();
+  cache_.take_rows(deferred_slots, [&](size_t k, int r, int64_t ready_ns) {
+    (*negotiations)[deferred_at[k]].ready_ns[r] = ready_ns;
+  });
+  cache_.retire_seen();
   if (grouped) hold_groups(groups, &singles, &bytes, negotiations, first);
   if (!failures.empty()) {
     bytes.insert(bytes.begin(), failures.size(), 0);
@@ -542,7 +333,7 @@ std::vector<Response> Coordinator::release(const std::string& name, HeldGroup& g
   if (error.empty()) {
     // A tensor's cache slot may have been evicted while its group waited: then it goes uncached.
     for (Response& m : group.members) {
-      if (!m.cache_ids.empty() && m.cache_ids[0] != 0 && slot_of(m.cache_ids[0]) == nullptr)
+      if (!m.cache_ids.empty() && m.cache_ids[0] != 0 && !cache_.knows(m.cache_ids[0]))
         m.cache_ids[0] = 0;
     }
     return plan_group(std::move(group.members));
@@ -558,8 +349,8 @@ std::vector<Response> Coordinator::release(const std::string& name, HeldGroup& g
   for (const Response& m : group.members) {
     failed.names.push_back(m.names[0]);
     failed.tensor_ids.push_back(m.tensor_ids[0]);
-    if (capacity_ > 0) failed.cache_ids.push_back(0);
-    uncache(m.names[0]);
+    if (cache_.enabled()) failed.cache_ids.push_back(0);
+    cache_.uncache(m.names[0]);
   }
   for (Negotiation& n : group.negotiations) n.error = error;
   return {std::move(failed)};
@@ -581,12 +372,12 @@ std::vector<Coordinator::Stalled> Coordinator::stalled(int64_t older_than_ns) co
     }
     out.push_back(std::move(s));
   }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (counts_[i] == 0 || queued_[i] || first_ready_[i] > older_than_ns) continue;
-    Stalled s{slots_[i].request.name, {}, first_ready_[i]};
-    const ProcessSet* set = set_of(slots_[i].request.process_set);
+  for (size_t slot : cache_.waiting_since(older_than_ns)) {
+    const Request& q = cache_.slot(slot).request;
+    Stalled s{q.name, {}, cache_.first_ready_ns(slot)};
+    const ProcessSet* set = set_of(q.process_set);
     for (int r : set ? set->ranks : all_.ranks) {
-      if (ready_[static_cast<size_t>(r) * stride_ + i] == kMissing) s.missing_ranks.push_back(r);
+      if (!cache_.sent(r, slot)) s.missing_ranks.push_back(r);
     }
     out.push_back(std::move(s));
   }
@@ -595,33 +386,21 @@ std::vector<Coordinator::Stalled> Coordinator::stalled(int64_t older_than_ns) co
   return out;
 }
 
-size_t Coordinator::pending() const { return table_.size() + pending_cached_ + held_; }
+size_t Coordinator::pending() const { return table_.size() + cache_.pending() + held_; }
 
 std::vector<std::string> Coordinator::drain() {
   std::vector<std::string> names;
   for (auto& [name, e] : table_) names.push_back(name);
   table_.clear();
   completed_.clear();
-  pending_cached_ = 0;
   for (auto& [group, held] : groups_) {
     for (const Response& m : held.members) names.push_back(m.names[0]);
   }
   groups_.clear();
   held_ = 0;
   failed_.clear();
-  std::fill(joined_.begin(), joined_.end(), 0);
-  joined_count_ = 0;
-  last_joined_ = -1;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    if (counts_[i] > 0) names.push_back(slots_[i].request.name);
-    counts_[i] = 0;
-    queued_[i] = 0;
-    first_ready_[i] = INT64_MAX;
-    slots_[i].in_table = false;
-    sync_fast(i);
-    slots_[i].duplicate_error.clear();
-  }
-  std::fill(ready_.begin(), ready_.end(), kMissing);
+  joined_.clear();
+  cache_.drain(&names);
   return names;
 }
 

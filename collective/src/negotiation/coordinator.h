@@ -1,9 +1,9 @@
 // Rank 0's negotiation table: which tensors every rank has requested, whether the requests agree
 // (validation.h), and the deterministic list of responses (fused where compatible, fusion_plan.h)
-// every rank then executes; and rank 0's side of the response cache (response_cache.h): a tensor
-// negotiated without error gets an id, and later requests that send only (id, ready time) cost
-// an array write each; and grouped operations: a group's tensors are held until all are ready on
-// every rank, then run together or fail together. Process sets: a set's tensor is ready when
+// every rank then executes. It drives rank 0's side of the response cache (rank0_cache.h): a
+// tensor negotiated without error gets an id, and later requests that send only (id, ready time)
+// cost an array write each. Grouped operations: a group's tensors are held until all are ready
+// on every rank, then run together or fail together. Process sets: a set's tensor is ready when
 // every member asked for it. Join: while ranks have joined, an allreduce of every rank is ready
 // once the others asked. Pure logic: no MPI, no clock; unit tests drive it directly.
 #pragma once
@@ -16,7 +16,9 @@
 
 #include "core/message.h"
 #include "negotiation/fusion_plan.h"
+#include "negotiation/joined_ranks.h"
 #include "negotiation/process_sets.h"
+#include "negotiation/rank0_cache.h"
 #include "negotiation/tensor_ids.h"
 #include "negotiation/validation.h"
 
@@ -45,7 +47,7 @@ class Coordinator {
   // the add and remove responses execute); null: set 0 only.
   Coordinator(int size, TensorIds* ids, size_t cache_capacity = 0,
               const ProcessSets* sets = nullptr);
-  static constexpr size_t kMaxCacheCapacity = (size_t{1} << 20) - 1;
+  static constexpr size_t kMaxCacheCapacity = Rank0Cache::kMaxCapacity;
 
   // Adds `rank`'s request (ready_ns already on rank 0's clock). A second request for a name the
   // rank already has pending is recorded as an error on that tensor. A request for a process set
@@ -99,30 +101,25 @@ class Coordinator {
     std::string duplicate_error;
     int32_t process_set = kGlobalSet;
     int needed = 0;            // the set's size
-    bool joins_count = false;  // a joined rank counts as having asked (join_counts())
+    bool joins_count = false;  // a joined rank counts as having asked (JoinedRanks::count_for)
     bool queued = false;       // in completed_
   };
-  // A cached tensor: its validated request (rank 0's). Its ranks' ready times while it is
-  // negotiated through the cache are in ready_, its count in counts_.
-  struct Slot {
-    uint32_t id = 0;  // 0: free
-    Request request;
-    uint32_t tensor_id = 0;
-    int64_t bytes = 0;
-    uint64_t last_used = 0;
-    bool in_table = false;  // a full request for this name is pending in table_: join it there
-    std::string duplicate_error;
-  };
-  // An evicted slot's request, kept until every rank has seen the eviction.
-  struct Retired {
-    uint32_t id;
-    uint64_t eviction;  // its number: evictions_seen >= this means the rank knew
-    Request request;
-  };
-  // A completed negotiation: a table_ name or a slot.
+  // A completed negotiation: a table_ name or a cache slot.
   struct Done {
     int32_t slot;  // -1: table_
     std::string name;
+  };
+  // A completed negotiation as take_ready() validates it, whichever way it came.
+  struct Taken {
+    std::vector<Request> by_rank;   // the full requests (none through the cache)
+    std::vector<int> ranks;         // whose they are
+    std::vector<int64_t> ready_ns;  // per rank, for fill_ticks()
+    const Request* q0 = nullptr;    // rank 0's request, or the cached one
+    const ProcessSet* set = nullptr;
+    bool joined_absent = false;  // a joined rank did not ask
+    uint32_t tensor_id = 0;
+    int64_t bytes = 0;
+    std::string error;  // a duplicate or validation error
   };
   // A group's tensors that every rank has requested, waiting for the rest of the group.
   struct HeldGroup {
@@ -137,18 +134,10 @@ class Coordinator {
     uint32_t size = 0;
   };
 
-  // A cell of ready_ whose rank has not asked.
-  static constexpr int64_t kMissing = INT64_MIN;
+  static constexpr int64_t kMissing = Rank0Cache::kMissing;  // a rank that has not asked
   // One tensor's response, with this request's fields.
   static Response single_response(const Request& q, uint32_t tensor_id);
   const ProcessSet* set_of(int32_t id) const;
-  // Whether a joined rank counts as having asked for a tensor of `q`'s kind: an operation of set 0
-  // that moves data (an allreduce is then done with the joined ranks' zeros; the others fail).
-  static bool join_counts(const Request& q);
-  // Whether every member has asked (or, join_counts(), has joined), with `asked(r)` saying
-  // whether rank r has.
-  template <typename Asked>
-  bool all_in(int count, int needed, bool joins_count, Asked asked) const;
   void queue_entry(const std::string& name, Entry& e);
   // A rank joined: tensors the others have all asked for are ready now.
   void sweep_for_join();
@@ -156,30 +145,24 @@ class Coordinator {
   void fail_now(int rank, const Request& q, const ProcessSet* set);
   // A set is removed: its pending tensors fail (into *out), its cached tensors are forgotten.
   void fail_set(const ProcessSet& set, std::vector<Response>* out);
-  // What a process-set change or join response carries (ids, the last joined rank), or an error.
-  void finish_control(const Request& q0, Response* s);
-  // Negotiation ticks of `set`'s members from ready(r) (kMissing: did not ask), joined ranks
+  // What a control response carries (a removed set's failures into *failures, the ids, the last
+  // joined rank), or an error.
+  void finish_control(const Request& q0, Response* s, std::vector<Response>* failures);
+  // Negotiation ticks of `set`'s members from ready_ns[r] (kMissing: did not ask), joined ranks
   // after them at the first rank's time.
-  template <typename ReadyOf>
-  void fill_ticks(const ProcessSet& set, ReadyOf ready_of, Negotiation* n) const;
+  void fill_ticks(const ProcessSet& set, const int64_t* ready_ns, Negotiation* n) const;
   // Join and process-set rules for one tensor's response: the sizes a joined rank needs, the
   // operations join does not support, a set's root as its rank in the set.
   void apply_set_and_join(const ProcessSet& set, const Request& q0, bool joined_absent,
                           Response* s) const;
-  Slot* slot_of(uint32_t id);
+  // take_ready()'s two sources of a completed negotiation, into *t and n's ticks. False: nothing
+  // to take any more. The full requests of table_ are validated against each other; a cache
+  // slot's rank-0 request was validated when it was cached, and its ticks may be left in the
+  // cache for take_ready() to copy out row by row (*deferred).
+  bool take_full(const std::string& name, Taken* t, Negotiation* n);
+  bool take_cached(size_t slot, Taken* t, Negotiation* n, bool* deferred);
   void add_cached_slow(int rank, uint32_t id, int64_t ready_ns, uint64_t evictions_seen,
                        std::string* error);
-  int64_t* ready_row(int rank) { return ready_.data() + static_cast<size_t>(rank) * stride_; }
-  size_t new_slot();
-  Request materialize(const Request& cached, int64_t ready_ns) const;
-  void move_to_table(Slot& slot);
-  // Forgets a slot's id as an eviction (announced in the next list), keeping its request for ids
-  // ranks sent before they learnt of it.
-  void retire_slot(Slot& slot);
-  // After a full negotiation: caches `q0`'s tensor (or refreshes it); returns its id, 0 if none.
-  uint32_t cache(const Request& q0, uint32_t tensor_id, int64_t bytes);
-  void uncache(const std::string& name);
-  void retire_seen();
   // Moves the grouped tensors among *singles (negotiations from index `first` on, parallel; their
   // groups in `groups`) into groups_, and appends every group now complete, laid out or failed.
   void hold_groups(const std::vector<GroupOf>& groups, std::vector<Response>* singles,
@@ -194,38 +177,12 @@ class Coordinator {
   std::vector<Done> completed_;  // in completion order
   std::unordered_map<std::string, HeldGroup> groups_;
   size_t held_ = 0;  // tensors in groups_
-
-  size_t capacity_;
-  std::vector<Slot> slots_;
-  std::vector<uint32_t> free_slots_;
-  std::unordered_map<std::string, uint32_t> slot_of_name_;
-  uint64_t uses_ = 0;
-  uint32_t generation_ = 0;
-  uint64_t evictions_ = 0;
-  std::vector<uint32_t> evicted_;
-  std::vector<Retired> retired_;  // oldest first
-  std::vector<uint64_t> seen_;    // per rank: the largest evictions_seen it reported
-  size_t pending_cached_ = 0;     // slots with a negotiation under way
-  // Per slot: how many ranks have sent it, the earliest ready time.
-  std::vector<int> counts_;
-  std::vector<int64_t> first_ready_;
-  // Per slot: its id while cached requests may go straight into ready_ (not in table_), else 0.
-  std::vector<uint32_t> fast_ids_;
-  void sync_fast(size_t i) { fast_ids_[i] = slots_[i].in_table ? 0 : slots_[i].id; }
-  // Per slot: how many ranks must send it (its set's size), whether it is in completed_.
-  std::vector<int> needed_;
-  std::vector<char> queued_;
-  // Ready times by rank, then slot (kMissing: not yet): a rank's message writes one short run
-  // of memory, and take_ready reads them row by row. stride_ slots per rank.
-  std::vector<int64_t> ready_;
-  size_t stride_ = 0;
+  Rank0Cache cache_;
 
   const ProcessSets* sets_;
   ProcessSet all_;                // set 0 when there is no table
   std::vector<Response> failed_;  // fail_now()'s, for the next take_ready
-  std::vector<char> joined_;      // per rank: its join is pending
-  int joined_count_ = 0;
-  int last_joined_ = -1;
+  JoinedRanks joined_;
   int32_t next_set_id_ = 1;
 };
 

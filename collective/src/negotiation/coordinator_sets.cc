@@ -2,6 +2,7 @@
 // or not the rank's, a removed set's tensors, the responses of the collective changes and join,
 // what a response needs while ranks have joined.
 #include <algorithm>
+#include <cstdlib>
 
 #include "negotiation/coordinator.h"
 
@@ -10,10 +11,6 @@ namespace ranktime {
 const ProcessSet* Coordinator::set_of(int32_t id) const {
   if (sets_ != nullptr) return sets_->find(id);
   return id == kGlobalSet ? &all_ : nullptr;
-}
-
-bool Coordinator::join_counts(const Request& q) {
-  return q.process_set == kGlobalSet && !is_control_op(q.op);
 }
 
 void Coordinator::fail_now(int rank, const Request& q, const ProcessSet* set) {
@@ -31,7 +28,7 @@ void Coordinator::apply_set_and_join(const ProcessSet& set, const Request& q0, b
   if (joined_absent) {
     std::vector<int> joined;
     for (int r = 0; r < size_; ++r) {
-      if (joined_[r]) joined.push_back(r);
+      if (joined_.by_rank[r]) joined.push_back(r);
     }
     const std::string who = " (" + ranks_text(joined) + " called join())";
     if (q0.op == OpType::kBarrier) {
@@ -55,12 +52,17 @@ void Coordinator::apply_set_and_join(const ProcessSet& set, const Request& q0, b
   if (set.id != kGlobalSet && q0.op == OpType::kBroadcast) s->root = set.rank_of(q0.root);
 }
 
-void Coordinator::finish_control(const Request& q0, Response* s) {
-  if (q0.op == OpType::kJoin) {
-    s->root = last_joined_;
-    std::fill(joined_.begin(), joined_.end(), 0);
-    joined_count_ = 0;
-    last_joined_ = -1;
+void Coordinator::finish_control(const Request& q0, Response* s, std::vector<Response>* failures) {
+  if (q0.op == OpType::kRemoveProcessSet) {
+    const ProcessSet* gone = set_of(static_cast<int32_t>(std::atoi(q0.argument.c_str())));
+    if (gone == nullptr || gone->id == kGlobalSet) {
+      s->error = "remove_process_set: process set " + q0.argument + " does not exist";
+    } else {
+      fail_set(*gone, failures);
+    }
+  } else if (q0.op == OpType::kJoin) {
+    s->root = joined_.last;
+    joined_.clear();
   } else if (q0.op == OpType::kAddProcessSet) {
     std::vector<int> ranks;
     std::string error;
@@ -93,7 +95,7 @@ void Coordinator::fail_set(const ProcessSet& set, std::vector<Response>* out) {
     for (Response& m : it->second.members) {
       m.error = removed + m.names[0] + "' was in flight";
       m.cache_ids.assign(m.cache_ids.size(), 0);
-      uncache(m.names[0]);
+      cache_.uncache(m.names[0]);
       out->push_back(std::move(m));
     }
     held_ -= it->second.members.size();
@@ -118,27 +120,12 @@ void Coordinator::fail_set(const ProcessSet& set, std::vector<Response>* out) {
     fail(*q, missing);
     it = table_.erase(it);
   }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    Slot& slot = slots_[i];
-    if (slot.id == 0 || slot.request.process_set != set.id) continue;
-    if (counts_[i] > 0) {
-      missing.clear();
-      for (int r : set.ranks) {
-        if (ready_row(r)[i] == kMissing) missing.push_back(r);
-        ready_row(r)[i] = kMissing;
-      }
-      fail(slot.request, missing);
-      counts_[i] = 0;
-      queued_[i] = 0;
-      first_ready_[i] = INT64_MAX;
-      --pending_cached_;
+  for (const Rank0Cache::Unfinished& u : cache_.forget_set(set.id)) {
+    missing.clear();
+    for (int r : set.ranks) {
+      if (!std::binary_search(u.ranks.begin(), u.ranks.end(), r)) missing.push_back(r);
     }
-    // Retired, not forgotten: a member may still send the id before it learns of the removal.
-    retire_slot(slot);
-    slot.id = 0;
-    slot.in_table = false;
-    sync_fast(i);
-    free_slots_.push_back(static_cast<uint32_t>(i));
+    fail(u.request, missing);
   }
 }
 

@@ -1,6 +1,6 @@
 // The response cache, a worker's side: after a tensor's first negotiation rank 0 gives it a small
 // id (Response::cache_ids); while the rank's next request for that name is the same, the rank
-// sends only the id and its ready time. Rank 0's side lives in the Coordinator. Pure.
+// sends only the id and its ready time. Rank 0's side is Rank0Cache (rank0_cache.h). Pure.
 #pragma once
 
 #include <cstdint>

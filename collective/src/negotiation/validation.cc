@@ -207,4 +207,9 @@ std::string validate_requests(const std::vector<Request>& by_rank, const std::ve
   return d.empty() ? "" : "tensor '" + first.name + "': " + d;
 }
 
+std::string duplicate_request_error(const std::string& name, int rank) {
+  return "tensor '" + name + "': rank " + std::to_string(rank) +
+         " submitted it twice while in flight";
+}
+
 }  // namespace ranktime

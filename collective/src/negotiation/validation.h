@@ -36,6 +36,10 @@ std::string validate_requests(const std::vector<Request>& by_rank,
                               const std::vector<int>* ranks = nullptr,
                               const ProcessSet* set = nullptr);
 
+// "tensor 'x': rank 2 submitted it twice while in flight": a second request for a name the rank
+// has pending, which fails that tensor.
+std::string duplicate_request_error(const std::string& name, int rank);
+
 // Byte size of a request's tensor on the submitting rank.
 int64_t request_bytes(const Request& request);
 
