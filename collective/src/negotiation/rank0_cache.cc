@@ -7,15 +7,6 @@
 #include "negotiation/validation.h"
 
 namespace ranktime {
-namespace {
-
-// A cache id: the slot + 1 in the low bits, a generation above, so that an id from before a
-// slot was reused names no tensor rather than the wrong one.
-constexpr int kSlotBits = 20;
-constexpr uint32_t kSlotMask = (uint32_t{1} << kSlotBits) - 1;
-static_assert(Rank0Cache::kMaxCapacity == kSlotMask);
-
-}  // namespace
 
 Rank0Cache::Rank0Cache(int size, size_t capacity)
     : size_(size), capacity_(std::min(capacity, kMaxCapacity)), seen_(size, 0) {}
@@ -40,30 +31,13 @@ std::vector<uint32_t> Rank0Cache::take_evicted() {
   return out;
 }
 
-int32_t Rank0Cache::add(int rank, uint32_t id, int64_t ready_ns, const JoinedRanks& joined) {
-  // A steady step's path: one short run of writes per message.
-  const size_t index = static_cast<size_t>(id & kSlotMask) - 1;  // 0 wraps: not fast
-  if (index >= fast_ids_.size() || fast_ids_[index] != id) return kNotFast;
-  int64_t& cell = row(rank)[index];
-  if (cell != kMissing) {
-    slots_[index].duplicate_error = duplicate_request_error(slots_[index].request.name, rank);
-    return kRecorded;
-  }
-  cell = std::max(ready_ns, kMissing + 1);
-  first_ready_[index] = std::min(first_ready_[index], cell);
-  if (counts_[index]++ == 0) ++pending_;
-  if (!queued_[index] && (counts_[index] == needed_[index] ||
-                          (joined.count > 0 && JoinedRanks::count_for(slots_[index].request) &&
-                           joined.all_in(counts_[index], needed_[index], true,
-                                         [&](int r) { return sent(r, index); })))) {
-    queued_[index] = 1;
-    return static_cast<int32_t>(index);
-  }
-  return kRecorded;
+void Rank0Cache::note_duplicate(size_t slot, int rank) {
+  slots_[slot].duplicate_error = duplicate_request_error(slots_[slot].request.name, rank);
 }
 
-void Rank0Cache::saw_evictions(int rank, uint64_t evictions_seen) {
-  seen_[rank] = std::max(seen_[rank], evictions_seen);
+bool Rank0Cache::joined_in(size_t slot, const JoinedRanks& joined) const {
+  return JoinedRanks::count_for(slots_[slot].request) &&
+         joined.all_in(counts_[slot], needed_[slot], true, [&](int r) { return sent(r, slot); });
 }
 
 const Request* Rank0Cache::request_of(uint32_t id, uint64_t evictions_seen) const {
@@ -77,8 +51,7 @@ const Request* Rank0Cache::request_of(uint32_t id, uint64_t evictions_seen) cons
 std::vector<int32_t> Rank0Cache::complete_with_joined(const JoinedRanks& joined) {
   std::vector<int32_t> done;
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (counts_[i] == 0 || queued_[i] || !JoinedRanks::count_for(slots_[i].request)) continue;
-    if (joined.all_in(counts_[i], needed_[i], true, [&](int r) { return sent(r, i); })) {
+    if (counts_[i] > 0 && !queued_[i] && joined_in(i, joined)) {
       queued_[i] = 1;
       done.push_back(static_cast<int32_t>(i));
     }

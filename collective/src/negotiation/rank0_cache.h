@@ -4,6 +4,7 @@
 // (response_cache.h). The Coordinator drives it; pure: no MPI, no clock.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,11 +55,31 @@ class Rank0Cache {
   // The ids evicted since the last call; they go in the next response list.
   std::vector<uint32_t> take_evicted();
 
-  // The hot path: records `rank`'s ready time for cached `id`. Returns the slot when every rank
-  // needed has now sent it (or joined: `joined`), else kRecorded or kNotFast.
-  int32_t add(int rank, uint32_t id, int64_t ready_ns, const JoinedRanks& joined);
+  // The hot path (inline: a steady step is one call per rank and tensor): records `rank`'s ready
+  // time for cached `id`. Returns the slot when every rank needed has now sent it (or joined:
+  // `joined`), else kRecorded or kNotFast.
+  int32_t add(int rank, uint32_t id, int64_t ready_ns, const JoinedRanks& joined) {
+    const size_t index = static_cast<size_t>(id & kSlotMask) - 1;  // 0 wraps: not fast
+    if (index >= fast_ids_.size() || fast_ids_[index] != id) return kNotFast;
+    int64_t& cell = row(rank)[index];
+    if (cell != kMissing) {
+      note_duplicate(index, rank);
+      return kRecorded;
+    }
+    cell = std::max(ready_ns, kMissing + 1);
+    first_ready_[index] = std::min(first_ready_[index], cell);
+    if (counts_[index]++ == 0) ++pending_;
+    if (queued_[index] ||
+        (counts_[index] != needed_[index] && (joined.count == 0 || !joined_in(index, joined)))) {
+      return kRecorded;
+    }
+    queued_[index] = 1;
+    return static_cast<int32_t>(index);
+  }
   // The largest evictions_seen `rank` reported (WorkerMessage): which evictions it knew of.
-  void saw_evictions(int rank, uint64_t evictions_seen);
+  void saw_evictions(int rank, uint64_t evictions_seen) {
+    seen_[rank] = std::max(seen_[rank], evictions_seen);
+  }
   // What an id add() did not take stands for: a slot's request while its tensor is negotiated in
   // full, or an evicted slot's that the rank (`evictions_seen`) did not know was evicted; else
   // null (never given, or evicted before the rank could have known).
@@ -112,6 +133,12 @@ class Rank0Cache {
   void retire_seen();
 
  private:
+  // A cache id: the slot + 1 in the low bits, a generation above, so that an id from before a
+  // slot was reused names no tensor rather than the wrong one.
+  static constexpr int kSlotBits = 20;
+  static constexpr uint32_t kSlotMask = (uint32_t{1} << kSlotBits) - 1;
+  static_assert(kMaxCapacity == kSlotMask);
+
   // An evicted slot's request, kept until every rank has seen the eviction.
   struct Retired {
     uint32_t id;
@@ -120,6 +147,9 @@ class Rank0Cache {
   };
 
   const Slot* slot_of(uint32_t id) const;
+  void note_duplicate(size_t slot, int rank);
+  // Whether the joined ranks complete `slot` (an operation they take part in).
+  bool joined_in(size_t slot, const JoinedRanks& joined) const;
   int64_t* row(int rank) { return ready_.data() + static_cast<size_t>(rank) * stride_; }
   const int64_t* row(int rank) const { return ready_.data() + static_cast<size_t>(rank) * stride_; }
   size_t index_of(const Slot& slot) const { return static_cast<size_t>(&slot - slots_.data()); }
