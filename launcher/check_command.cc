@@ -12,6 +12,7 @@
 #include "progress.h"
 #include "ranktime/timeline/trace_check.h"
 #include "ranktime/timeline/trace_reader.h"
+#include "ranktime/timeline/trace_repair.h"
 #include "trace_input.h"
 
 namespace ranktime::cli {

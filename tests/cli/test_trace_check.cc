@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ranktime/timeline/trace_analysis.h"
+#include "ranktime/timeline/trace_repair.h"
 #include "trace_text.h"
 
 namespace ranktime::timeline {

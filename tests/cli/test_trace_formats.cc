@@ -16,6 +16,7 @@
 #include "ranktime/timeline/trace_analysis.h"
 #include "ranktime/timeline/trace_check.h"
 #include "ranktime/timeline/trace_reader.h"
+#include "ranktime/timeline/trace_repair.h"
 #include "ranktime/timeline/trace_writer.h"
 #include "trace_files.h"
 #include "trace_test_data.h"
