@@ -248,6 +248,7 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
   } else if (e.name == "ranktime_run_end") {
     summary_.run.has_run_end = true;
     summary_.run.events_dropped = int_arg(args, "events_dropped", 0);
+    summary_.run.regions_dropped = int_arg(args, "regions_dropped", 0);
     summary_.run.final_clock_offsets_us = number_list(args, "clock_offsets_us");
     summary_.run.final_clock_uncertainty_us = number_list(args, "clock_uncertainty_us");
   } else if (e.name == "process_name" && e.pid > 0 && args.is_object() && args.contains("name") &&
@@ -260,6 +261,7 @@ void TraceSummarizer::on_metadata(const TraceEvent& e) {
 
 void TraceSummarizer::add(const TraceEvent& e) {
   ++summary_.events;
+  if (e.has_pid && rank_process_rank(e.pid) >= 0) return;  // regions: the causes analysis's
   if (e.phase() == 'M' || is_run_metadata(e)) {
     on_metadata(e);
     return;
