@@ -110,10 +110,11 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
           CLI::ignore_case));
   cmd->add_option("--table", o->table,
                   "print one table: run, lateness, time, top_wait, top_processing, fusion, "
-                  "cycles, bandwidth, cost, cost_steps, steps, step_ranks (the last two imply "
-                  "--by-step)")
+                  "cycles, bandwidth, cost, cost_steps, cost_step_ranks, steps, step_ranks (the "
+                  "last two imply --by-step)")
       ->check(CLI::IsMember({"run", "lateness", "time", "top_wait", "top_processing", "fusion",
-                             "cycles", "bandwidth", "cost", "cost_steps", "steps", "step_ranks"}));
+                             "cycles", "bandwidth", "cost", "cost_steps", "cost_step_ranks",
+                             "steps", "step_ranks"}));
   cmd->add_flag("--by-step", o->by_step,
                 "add per-step tables (cost_steps, steps, step_ranks): from the trace's STEP "
                 "marks, else step n = each tensor's n-th negotiation; reads the files twice");
@@ -179,6 +180,9 @@ int run_summary(const SummaryCommandOptions& o) {
   // The per-step replay is long: in text with --by-step only.
   if (wants_steps(o) || o.format != "text" || o.table == "cost_steps") {
     tables.push_back(cost_steps_table(s));
+  }
+  if (o.format != "text" || o.table == "cost_step_ranks") {
+    tables.push_back(cost_step_ranks_table(s));
   }
   if (wants_steps(o)) {
     tables.push_back(steps_table(s));

@@ -393,6 +393,21 @@ Table cost_steps_table(const Summary& s) {
   return t;
 }
 
+Table cost_step_ranks_table(const Summary& s) {
+  Table t{"cost_step_ranks",
+          "what each rank's lateness cost in each step (ranks and steps where it cost nothing are "
+          "left out; a rank's saving_ms over the steps adds up to its saving_ms in cost)",
+          {},
+          {},
+          "no rank's lateness cost anything"};
+  t.columns = {{"step"}, {"rank"}, {"saving_ms", 3}};
+  for (const auto& st : s.what_if.steps) {
+    for (const auto& x : st.savings)
+      t.rows.push_back({st.step, int64_t{x.rank}, x.saving_us / 1e3});
+  }
+  return t;
+}
+
 nlohmann::json what_if_json(const Summary& s) {
   const timeline::WhatIfSummary& w = s.what_if;
   nlohmann::json ranks = nlohmann::json::array();

@@ -24,6 +24,7 @@ Table step_ranks_table(const timeline::Summary& s);
 // What each rank's lateness cost (the what-if replay): per rank, and per step.
 Table cost_table(const timeline::Summary& s);
 Table cost_steps_table(const timeline::Summary& s);
+Table cost_step_ranks_table(const timeline::Summary& s);
 // summary --format json's "what_if": {"wall_ms", "steps", "steps_from", "replay_error_pct",
 // "worst_step_error_pct", "ranks": [{"rank", "saving_ms", "saving_pct"}],
 // "nobody_late_saving_ms", "measured_step_ms", "replayed_step_ms"}.
