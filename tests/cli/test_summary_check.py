@@ -265,8 +265,10 @@ def test_rotated_files_summarise_as_one_run(cli, slow_trace, tmp_path):
         assert parts["tables"]["run"][0]["negotiations"] == 60
         assert parts["tables"]["run"][0]["files"] == 2
         assert parts["slowest_rank"] == 2
+        assert parts["what_if"]["ranks"] == pytest.approx(whole["what_if"]["ranks"])
     text = ranktime("summary", first, second).stdout.splitlines()
-    assert text[0].startswith(f"{first} (+1 files): 4 ranks")
+    assert text[0] == whole["cost_line"]
+    assert text[2].startswith(f"{first} (+1 files): 4 ranks")
     checked = ranktime("check", str(tmp_path / "t*.json"))
     assert checked.returncode == 0, checked.stdout
     assert checked.stdout.splitlines() == [
