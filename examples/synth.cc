@@ -62,7 +62,7 @@ int64_t verify(const std::vector<uint8_t>& buf, DataType dtype, int size, int64_
 int main(int argc, char** argv) {
   CLI::App app{"ranktime-synth: synthetic data-parallel training steps over ranktime"};
   std::string workload_path;
-  int steps = 10, warmup = 1, slow_rank = -1, small_tensors = 0;
+  int steps = 10, warmup = 1, slow_rank = -1, small_tensors = 0, delay_after = 0;
   int64_t small_elements = 256;
   double delay_ms = 0, compute_us = 0, scale = 1;
   std::string dtype_name = "float32", device = "cpu", slow_region;
@@ -91,6 +91,11 @@ int main(int argc, char** argv) {
                  "and the waits), optimizer (the check of the results); the slow rank's "
                  "--delay-ms sleep runs inside the region of this name (any other name: a region "
                  "of its own, between data and forward)");
+  app.add_option("--delay-after-tensors", delay_after,
+                 "the slow rank sleeps after submitting this many tensors (inside backward: late "
+                 "for the rest only) instead of before the first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--compute-us", compute_us, "simulated compute between two submissions")
       ->capture_default_str();
   app.add_flag("--no-verify", no_verify, "skip checking the results");
@@ -190,11 +195,13 @@ int main(int argc, char** argv) {
     if (!no_barrier) ranktime::barrier();
     // With --slow-region every rank marks the step's regions, and the slow rank sleeps in one.
     const bool regions = !slow_region.empty();
+    // With --delay-after-tensors the sleep is inside backward instead, after that many tensors.
+    const bool slow = rank == slow_rank && delay_ms > 0;
+    const auto slow_down = [&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000)));
+    };
     const auto slow_delay = [&](const std::string& region) {
-      if (rank == slow_rank && delay_ms > 0 && region == slow_region) {
-        std::this_thread::sleep_for(
-            std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000)));
-      }
+      if (slow && delay_after == 0 && region == slow_region) slow_down();
     };
     std::optional<ranktime::Region> region;
     const auto enter = [&](const std::string& name) {
@@ -217,6 +224,7 @@ int main(int argc, char** argv) {
     enter("backward");
     for (size_t k = 0; k < tensors.size(); ++k) {
       size_t t = tensors.size() - 1 - k;  // backward: last layer first
+      if (slow && delay_after > 0 && k == static_cast<size_t>(delay_after)) slow_down();
       if (compute_us > 0 && k > 0) {
         std::this_thread::sleep_for(
             std::chrono::nanoseconds(static_cast<int64_t>(compute_us * 1000)));

@@ -18,6 +18,7 @@
 #include "analysis/tensors.h"
 #include "analysis/trace_args.h"
 #include "analysis/waits.h"
+#include "analysis/what_if.h"
 #include "ranktime/timeline/process_set_label.h"
 #include "ranktime/timeline/trace_analysis.h"
 #include "ranktime/timeline/trace_names.h"
@@ -37,6 +38,7 @@ std::vector<std::unique_ptr<Analysis>> make_analyses(const Pass& pass) {
   all.push_back(std::make_unique<BandwidthAnalysis>(pass));
   if (pass.options().by_step) all.push_back(std::make_unique<StepsAnalysis>(pass));
   all.push_back(std::make_unique<CyclesAnalysis>());
+  all.push_back(std::make_unique<WhatIfAnalysis>(pass));
   return all;
 }
 
