@@ -17,8 +17,14 @@ Table causes_table(const timeline::Causes& c, size_t k) {
           {},
           c.has_regions ? "no late rank's region took longer than the others'"
                         : "no regions in the trace (ranktime.region, ranktime.torch.instrument)"};
-  t.columns = {{"rank"},           {"region"},       {"late_steps"},         {"steps"},
-               {"lateness_ms", 3}, {"excess_ms", 3}, {"total_excess_ms", 3}, {"explained_pct", 1}};
+  t.columns = {{"rank"},
+               {"region"},
+               {"steps"},
+               {"of_steps"},
+               {"lateness_ms", 3},
+               {"excess_ms", 3},
+               {"total_excess_ms", 3},
+               {"explained_pct", 1}};
   for (const timeline::Cause& x : c.causes) {
     if (x.total_excess_us <= 0 || t.rows.size() >= k) break;
     t.rows.push_back({int64_t{x.rank}, x.region, static_cast<int64_t>(x.steps),

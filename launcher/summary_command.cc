@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "cause_tables.h"
 #include "ranktime/timeline/trace_analysis.h"
 #include "report_table.h"
 #include "summary_tables.h"
@@ -110,9 +111,11 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
           CLI::ignore_case));
   cmd->add_option("--table", o->table,
                   "print one table: run, lateness, time, top_wait, top_processing, fusion, "
-                  "cycles, bandwidth, steps, step_ranks (the last two imply --by-step)")
-      ->check(CLI::IsMember({"run", "lateness", "time", "top_wait", "top_processing", "fusion",
-                             "cycles", "bandwidth", "steps", "step_ranks"}));
+                  "cycles, bandwidth, causes, cause_steps, steps, step_ranks (the last two "
+                  "imply --by-step)")
+      ->check(
+          CLI::IsMember({"run", "lateness", "time", "top_wait", "top_processing", "fusion",
+                         "cycles", "bandwidth", "causes", "cause_steps", "steps", "step_ranks"}));
   cmd->add_flag("--by-step", o->by_step,
                 "add per-step tables (steps, step_ranks): from the trace's STEP marks, else "
                 "step n = each tensor's n-th negotiation; reads the files twice");
@@ -165,6 +168,8 @@ int run_summary(const SummaryCommandOptions& o) {
     return status;
   }
   const Summary& s = run.summary;
+  const timeline::Causes& causes = run.causes;
+  const std::string cause = cause_line(causes, timeline::CauseOptions{});
 
   std::vector<Table> tables = {run_table(s, run.truncated, run.paths.size()),
                                lateness_table(s),
@@ -174,6 +179,11 @@ int run_summary(const SummaryCommandOptions& o) {
                                fusion_table(s),
                                cycles_table(s),
                                bandwidth_table(s)};
+  if (causes.has_regions) tables.push_back(causes_table(causes, o.top_k));
+  // Each late rank's regions in each step: long, so in text with --by-step only.
+  if (causes.has_regions && (wants_steps(o) || o.format != "text" || o.table == "cause_steps")) {
+    tables.push_back(cause_steps_table(causes));
+  }
   if (wants_steps(o)) {
     tables.push_back(steps_table(s));
     tables.push_back(step_ranks_table(s));
@@ -198,6 +208,8 @@ int run_summary(const SummaryCommandOptions& o) {
     out["slowest_rank"] = s.slowest_rank >= 0 ? nlohmann::json(s.slowest_rank) : nlohmann::json();
     out["summary_line"] = slowest_line(s);
     out["waiting_line"] = waiting_line(s);
+    out["cause_line"] = cause.empty() ? nlohmann::json() : nlohmann::json(cause);
+    out["causes"] = causes_json(causes, o.top_k);
     if (wants_steps(o)) {
       out["steps_from"] = s.steps_from_marks ? "marks" : "negotiation order";
     }
@@ -216,7 +228,9 @@ int run_summary(const SummaryCommandOptions& o) {
     return 0;
   }
   if (o.table.empty()) {
-    // The slowest rank is always on the second line and the waiting on the third; notes follow.
+    // The cause first, when the trace has regions; then the run, the slowest rank and the
+    // waiting; notes follow.
+    if (!cause.empty()) std::cout << cause << "\n";
     std::cout << header_line(run.paths, s) << "\n";
     std::cout << slowest_line(s) << "\n";
     std::cout << waiting_line(s) << "\n";
