@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "cause_tables.h"
 #include "report_assets.h"
 #include "report_table.h"
 #include "summary_tables.h"
@@ -144,6 +145,46 @@ json phases_by_rank_json(const Summary& s, int ranks) {
 
 }  // namespace
 
+// The late ranks by region: each cell the region's mean excess per late step of the rank.
+json causes_view_json(const timeline::Causes& c, size_t k) {
+  std::vector<int> ranks;
+  std::vector<std::string> regions;
+  for (const timeline::Cause& x : c.causes) {
+    if (std::find(ranks.begin(), ranks.end(), x.rank) == ranks.end()) ranks.push_back(x.rank);
+    if (std::find(regions.begin(), regions.end(), x.region) == regions.end()) {
+      regions.push_back(x.region);
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  json excess = json::array(), lateness = json::array(), steps = json::array();
+  auto find = [&](int rank, const std::string* region) {
+    return std::find_if(c.causes.begin(), c.causes.end(), [&](const timeline::Cause& x) {
+      return x.rank == rank && (region == nullptr || x.region == *region);
+    });
+  };
+  for (int r : ranks) {
+    const timeline::Cause& any = *find(r, nullptr);  // a rank's lateness is its every row's
+    lateness.push_back(rounded(any.lateness_us / 1e3));
+    steps.push_back({any.steps, any.compared_steps});
+    json row = json::array();
+    for (const std::string& region : regions) {
+      auto it = find(r, &region);
+      row.push_back(it == c.causes.end() ? json(nullptr) : rounded(it->excess_us / 1e3));
+    }
+    excess.push_back(std::move(row));
+  }
+  json out;
+  out["has_regions"] = c.has_regions;
+  out["line"] = cause_line(c, timeline::CauseOptions{});
+  out["ranks"] = ranks;
+  out["regions"] = regions;
+  out["excess_ms"] = std::move(excess);
+  out["lateness_ms"] = std::move(lateness);
+  out["steps"] = std::move(steps);
+  out["table"] = to_json_columns(causes_table(c, k));
+  return out;
+}
+
 json report_data(const ReportInput& in) {
   const Summary& s = *in.summary;
   const int ranks = rank_count(s);
@@ -168,6 +209,8 @@ json report_data(const ReportInput& in) {
   data["steps"] = to_json_columns(steps_table(s));
   data["heat"] = heat_json(s, ranks);
   data["phases_by_rank"] = phases_by_rank_json(s, ranks);
+  data["causes"] =
+      causes_view_json(in.causes != nullptr ? *in.causes : timeline::Causes(), in.top_k);
   return data;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ranktime/timeline/causes.h"
 #include "ranktime/timeline/trace_analysis.h"
 
 namespace ranktime::cli {
@@ -14,6 +15,7 @@ namespace ranktime::cli {
 struct ReportInput {
   std::vector<std::string> paths;
   const timeline::Summary* summary = nullptr;  // analysed with by_step
+  const timeline::Causes* causes = nullptr;    // from the regions; may be empty
   bool truncated = false;
   std::string error;  // the first file's read error, if any
   uint64_t events = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "cause_tables.h"
 #include "ranktime/timeline/trace_analysis.h"
 #include "report_table.h"
 #include "summary_tables.h"
@@ -110,11 +111,11 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
           CLI::ignore_case));
   cmd->add_option("--table", o->table,
                   "print one table: run, lateness, time, top_wait, top_processing, fusion, "
-                  "cycles, bandwidth, cost, cost_steps, cost_step_ranks, steps, step_ranks (the "
-                  "last two imply --by-step)")
+                  "cycles, bandwidth, cost, cost_steps, cost_step_ranks, causes, cause_steps, steps, "
+                  "step_ranks (the last two imply --by-step)")
       ->check(CLI::IsMember({"run", "lateness", "time", "top_wait", "top_processing", "fusion",
                              "cycles", "bandwidth", "cost", "cost_steps", "cost_step_ranks",
-                             "steps", "step_ranks"}));
+                             "causes", "cause_steps", "steps", "step_ranks"}));
   cmd->add_flag("--by-step", o->by_step,
                 "add per-step tables (cost_steps, steps, step_ranks): from the trace's STEP "
                 "marks, else step n = each tensor's n-th negotiation; reads the files twice");
@@ -167,6 +168,8 @@ int run_summary(const SummaryCommandOptions& o) {
     return status;
   }
   const Summary& s = run.summary;
+  const timeline::Causes& causes = run.causes;
+  const std::string cause = cause_line(causes, timeline::CauseOptions{});
 
   std::vector<Table> tables = {run_table(s, run.truncated, run.paths.size()),
                                lateness_table(s),
@@ -183,6 +186,11 @@ int run_summary(const SummaryCommandOptions& o) {
   }
   if (o.format != "text" || o.table == "cost_step_ranks") {
     tables.push_back(cost_step_ranks_table(s));
+  }
+  if (causes.has_regions) tables.push_back(causes_table(causes, o.top_k));
+  // Each late rank's regions in each step: long, so in text with --by-step only.
+  if (causes.has_regions && (wants_steps(o) || o.format != "text" || o.table == "cause_steps")) {
+    tables.push_back(cause_steps_table(causes));
   }
   if (wants_steps(o)) {
     tables.push_back(steps_table(s));
@@ -210,6 +218,8 @@ int run_summary(const SummaryCommandOptions& o) {
     out["what_if"] = what_if_json(s);
     out["summary_line"] = slowest_line(s);
     out["waiting_line"] = waiting_line(s);
+    out["cause_line"] = cause.empty() ? nlohmann::json() : nlohmann::json(cause);
+    out["causes"] = causes_json(causes, o.top_k);
     if (wants_steps(o)) {
       out["steps_from"] = s.steps_from_marks ? "marks" : "negotiation order";
     }
@@ -228,9 +238,10 @@ int run_summary(const SummaryCommandOptions& o) {
     return 0;
   }
   if (o.table.empty()) {
-    // The cost first, then how well the replay did; the header, the slowest rank and the
-    // waiting on the third to fifth lines; notes follow.
+    // The cost first, then the cause (when the trace has regions) and how well the replay did;
+    // then the run, the slowest rank and the waiting; notes follow.
     std::cout << cost_line(s) << "\n";
+    if (!cause.empty()) std::cout << cause << "\n";
     std::cout << replay_line(s) << "\n";
     std::cout << header_line(run.paths, s) << "\n";
     std::cout << slowest_line(s) << "\n";

@@ -1,6 +1,7 @@
 // The trace files a reading command was given, analysed as one run: globs expanded, rotated
-// pieces in order, each file streamed in turn (twice when per-step figures need the step marks
-// first), with progress lines and a warning for a file cut short.
+// pieces in order, each file streamed in turn (twice when per-step figures, or the regions of a
+// trace that has them, need the step marks), with progress lines and a warning for a file cut
+// short.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ranktime/timeline/causes.h"
 #include "ranktime/timeline/trace_analysis.h"
 #include "ranktime/timeline/trace_reader.h"
 
@@ -24,7 +26,8 @@ struct AnalysedRun {
   std::vector<std::string> paths;
   std::vector<timeline::TraceReadResult> reads;  // per file, of the analysing pass
   timeline::Summary summary;
-  uint64_t events = 0;  // complete events read, all files
+  timeline::Causes causes;  // why the late ranks were late, from their regions
+  uint64_t events = 0;      // complete events read, all files
   uint64_t bytes = 0;
   bool complete = true;    // every file complete
   bool truncated = false;  // some file cut short

@@ -203,7 +203,53 @@
     box.appendChild(el('p', {class: 'headline', id: 'slowest-rank'}, headline));
     box.appendChild(el('p', {id: 'summary-line'}, data.summary_line));
     box.appendChild(el('p', {id: 'waiting-line'}, data.waiting_line));
+    if (data.causes.line) box.appendChild(el('p', {id: 'cause-line'}, data.causes.line));
     return box;
+  }
+
+  // The late ranks by region: each cell a region's mean excess over the other ranks' median,
+  // per step the rank was late in; the deeper the red, the more of its lateness.
+  function causes() {
+    const c = data.causes;
+    const out = section('causes', 'Why: the late ranks\' regions');
+    if (!c.has_regions) {
+      out.appendChild(el('p', {class: 'muted'}, 'No regions in the trace (ranktime.region, ' +
+                                                'ranktime.torch.instrument).'));
+      return out;
+    }
+    out.appendChild(el('p', {class: 'note'},
+        'Per late rank and region: how much longer the region took than the other ranks\' ' +
+        'median for it, per step the rank was late in (own time: less time blocked in ranktime ' +
+        'and in nested regions). A rank is late in a step when its last readiness is 1 ms or ' +
+        'more behind the other ranks\' median.'));
+    if (!c.ranks.length) {
+      out.appendChild(el('p', {class: 'muted'}, 'No rank was late in a step with regions.'));
+      return out;
+    }
+    const head = el('tr', {}, el('th', {}, 'rank'), el('th', {class: 'num'}, 'late steps'),
+                    el('th', {class: 'num'}, 'lateness'));
+    for (const region of c.regions) head.appendChild(el('th', {class: 'num'}, region));
+    const body = el('tbody', {});
+    c.ranks.forEach((rank, i) => {
+      const lateness = c.lateness_ms[i];
+      const tr = el('tr', {}, el('td', {}, rankLabel(rank)),
+                    el('td', {class: 'num'}, c.steps[i][0] + ' of ' + c.steps[i][1]),
+                    el('td', {class: 'num'}, ms(lateness)));
+      c.excess_ms[i].forEach((v, j) => {
+        const td = el('td', {class: 'num'}, ms(v));
+        if (v !== null && v > 0 && lateness > 0) {
+          td.style.backgroundColor = heatColour(0.5 + 0.5 * Math.min(1, v / lateness));
+        }
+        td.setAttribute('title', rankLabel(rank) + ': "' + c.regions[j] + '" ' + ms(v) +
+                                 ' longer than the other ranks\' median, per late step');
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
+    out.appendChild(el('div', {class: 'scroll'},
+                       el('table', {id: 'table-cause-matrix'}, el('thead', {}, head), body)));
+    out.appendChild(table(c.table));
+    return out;
   }
 
   function heatmap() {
@@ -397,7 +443,7 @@
     return out;
   }
 
-  const parts = [...header(), cost(), verdict(), heatmap(), waits(), phases(),
+  const parts = [...header(), cost(), verdict(), causes(), heatmap(), waits(), phases(),
     section('time', 'Where the time went', table(data.time)),
     section('top-tensors', 'Top tensors', el('h3', {}, 'By negotiation wait'),
             table(data.top_wait), el('h3', {}, 'By processing time'), table(data.top_processing)),

@@ -1,6 +1,7 @@
 """`ranktime report`: the page is self-contained and safe (checked in its text), and headless
-Chromium loads it from file:// with no console errors, shows the slow rank and a ranks x steps
-heat map, and runs no script that hostile tensor names or hostnames try to smuggle in.
+Chromium loads it from file:// with no console errors, shows the slow rank, a ranks x steps
+heat map and the late ranks' regions, and runs no script that hostile tensor, region or host names
+try to smuggle in.
 Screenshots are written to report_artefacts/ in the test's working directory."""
 import base64
 import hashlib
@@ -12,6 +13,7 @@ import pytest
 
 from conftest import generate, ranktime
 from headless_chromium import CHROMIUM, Page
+from test_summary_causes import trace
 
 ARTEFACTS = Path("report_artefacts")
 READY = "document.body.getAttribute('data-ready') === '1'"
@@ -142,6 +144,34 @@ def test_hostile_names_run_no_script(cli, tmp_path, browser):
         assert name in text
     assert HOSTILE_HOST in text
     browser.screenshot(ARTEFACTS / "report_hostile.png")
+
+
+def test_the_late_ranks_regions_hostile_names_included(cli, tmp_path, browser):
+    name = HOSTILE_TENSORS[0]
+    path = trace(tmp_path / "regions.json", ranks=4, slow_rank=3)
+    events = json.loads(path.read_text())
+    for e in events:
+        if e.get("name") == "data":
+            e["name"] = name
+    path.write_text(json.dumps(events))
+    report = tmp_path / "regions.html"
+    assert ranktime("report", path, "-o", report).returncode == 0
+    browser.console.clear()
+    browser.open(report.as_uri(), READY)
+    assert browser.console == []
+    assert browser.evaluate("document.body.dataset.pwned === undefined")
+    line = browser.evaluate("document.getElementById('cause-line').textContent")
+    assert line.startswith("cause: rank 3 was late by ") and json.dumps(name) in line
+    # One row per late rank, a column per region: rank 3's slow region is the red cell.
+    heads = browser.evaluate("""Array.from(document.querySelectorAll(
+        '#table-cause-matrix thead th')).map(th => th.textContent)""")
+    assert heads[:3] == ["rank", "late steps", "lateness"] and name in heads
+    rows = browser.evaluate("""Array.from(document.querySelectorAll(
+        '#table-cause-matrix tbody tr')).map(tr => Array.from(tr.cells).map(td => td.textContent))""")
+    assert len(rows) == 1 and rows[0][:2] == ["rank 3", "5 of 5"]
+    assert rows[0][heads.index(name)] == "20.000 ms"
+    assert browser.evaluate("document.querySelectorAll('#table-causes tbody tr').length") == 1
+    browser.screenshot(ARTEFACTS / "report_causes.png")
 
 
 def test_many_steps_are_grouped(cli, tmp_path, browser):
