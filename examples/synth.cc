@@ -85,6 +85,12 @@ int main(int argc, char** argv) {
   app.add_option("--slow-rank", slow_rank,
                  "this rank sleeps --delay-ms before each step's submissions");
   app.add_option("--delay-ms", delay_ms, "the slow rank's delay per step")->capture_default_str();
+  int slow_from_step = 0;
+  app.add_option("--slow-from-step", slow_from_step,
+                 "the slow rank sleeps from this step on (steps as marked, warmup included): a "
+                 "slowdown that starts while the job runs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--compute-us", compute_us, "simulated compute between two submissions")
       ->capture_default_str();
   app.add_flag("--no-verify", no_verify, "skip checking the results");
@@ -182,7 +188,7 @@ int main(int argc, char** argv) {
     // Untimed: every rank starts the step together, so the only skew is the slow rank's delay
     // (filling 100 MB takes uneven time when ranks share cores).
     if (!no_barrier) ranktime::barrier();
-    if (rank == slow_rank && delay_ms > 0) {
+    if (rank == slow_rank && delay_ms > 0 && step >= slow_from_step) {
       std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000)));
     }
     auto t0 = std::chrono::steady_clock::now();

@@ -116,6 +116,7 @@ void TimelineRecorder::mark_step(std::optional<int64_t> step, int64_t now_ns) {
   const int64_t s = step.value_or(next_step_);
   next_step_ = s + 1;
   marks_.emplace_back(s, now_ns);
+  last_mark_ns_.store(now_ns, std::memory_order_relaxed);
   current_step_.store(s, std::memory_order_relaxed);
   marks_waiting_.store(true, std::memory_order_release);
 }

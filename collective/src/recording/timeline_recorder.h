@@ -65,6 +65,9 @@ class TimelineRecorder {
   bool lanes_on() const { return on_ && (rank_ == 0 || lanes_wanted_); }
   // Steps marked on this rank so far (mark_step()), whether or not recording is on.
   int64_t steps_marked() const { return current_step_.load(std::memory_order_relaxed) + 1; }
+  // When the last step was marked (this rank's clock; 0: none yet), whether or not recording is
+  // on (rank 0's step time in the metrics).
+  int64_t last_mark_ns() const { return last_mark_ns_.load(std::memory_order_relaxed); }
 
   // Rank 0: negotiations finished in one cycle, known complete at `known_ns` (one push).
   void negotiations(const std::vector<Negotiation>& done, int64_t known_ns);
@@ -117,7 +120,8 @@ class TimelineRecorder {
   std::mutex marks_mutex_;
   std::vector<std::pair<int64_t, int64_t>> marks_;  // (step, ns) not yet taken
   std::atomic<bool> marks_waiting_{false};
-  std::atomic<int64_t> current_step_{-1};                 // the last step marked; -1: none yet
+  std::atomic<int64_t> current_step_{-1};  // the last step marked; -1: none yet
+  std::atomic<int64_t> last_mark_ns_{0};
   int64_t next_step_ = 0;                                 // under marks_mutex_
   std::optional<std::pair<int64_t, int64_t>> open_step_;  // background thread: (step, begin ns)
   timeline::StringTable strings_;
