@@ -249,8 +249,8 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"RANKTIME_METRICS_ADDR", "::1:9100"},
         Malformed{"RANKTIME_METRICS_ADDR", "a b:9100"},
         Malformed{"RANKTIME_METRICS_ADDR", "127.0.0.1:91x"},
-        Malformed{"RANKTIME_ALERT_LAG_MS", "-1"}, Malformed{"RANKTIME_ALERT_TIMES", "0"},
-        Malformed{"RANKTIME_ALERT_STEPS", "two"}, Malformed{"RANKTIME_ALERT_COST_PCT", "5%"},
+        Malformed{"RANKTIME_ALERT_MIN_LAG_MS", "-1"}, Malformed{"RANKTIME_ALERT_TIMES", "0"},
+        Malformed{"RANKTIME_ALERT_STEPS", "two"}, Malformed{"RANKTIME_ALERT_MIN_COST_PCT", "5%"},
         Malformed{"RANKTIME_ALERT_COMMAND_TIMEOUT_S", "0"},
         Malformed{"RANKTIME_ALERT_INTERVAL_S", "-1"}),
     [](const ::testing::TestParamInfo<Malformed>& p) {

@@ -270,11 +270,11 @@ std::vector<Setting> make_settings() {
           .run_flag("--metrics-addr", F::kValue),
       // The alert rule: the same rank last, with at least this lag, in K of the last N steps.
       // 5 ms, as the straggler warning's threshold: well above scheduling noise.
-      Setting("RANKTIME_ALERT_LAG_MS", &Config::alert_lag_ms, "5",
+      Setting("RANKTIME_ALERT_MIN_LAG_MS", &Config::alert_lag_ms, "5",
               "alert when one rank is the last to be ready with at least this lag (the largest in "
               "its step) in RANKTIME_ALERT_TIMES of the last RANKTIME_ALERT_STEPS steps; 0: never")
           .at_least(0, "milliseconds >= 0")
-          .run_flag("--alert-lag-ms", F::kValue),
+          .run_flag("--alert-min-lag-ms", F::kValue),
       Setting("RANKTIME_ALERT_TIMES", &Config::alert_times, "3",
               "K: how many of the last RANKTIME_ALERT_STEPS steps the same rank must be last in")
           .at_least(1, "a step count >= 1")
@@ -285,11 +285,11 @@ std::vector<Setting> make_settings() {
               "N: the steps the alert rule looks back over (at least RANKTIME_ALERT_TIMES)")
           .at_least(1, "a step count >= 1")
           .run_flag("--alert-steps", F::kValue),
-      Setting("RANKTIME_ALERT_COST_PCT", &Config::alert_cost_pct, "0",
+      Setting("RANKTIME_ALERT_MIN_COST_PCT", &Config::alert_cost_pct, "0",
               "also alert when one rank's cost (how much sooner its step would have ended had "
               "it been on time) is at least this percentage of the step; 0: off")
           .at_least(0, "a percentage >= 0")
-          .run_flag("--alert-cost-pct", F::kValue),
+          .run_flag("--alert-min-cost-pct", F::kValue),
       Setting("RANKTIME_ALERT_COMMAND", &Config::alert_command, "",
               "a shell command rank 0 runs (through /bin/sh -c, in the background) when an alert "
               "fires, with RANKTIME_ALERT_RANK, _HOST, _LAG_MS, _COST_PCT, _REASON and _STEP in "

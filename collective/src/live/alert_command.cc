@@ -5,8 +5,10 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string_view>
 
 #include "core/log.h"
 
@@ -56,9 +58,16 @@ void AlertCommand::serve() {
 }
 
 std::string AlertCommand::run_one(const Environment& env) {
-  // The process's environment, then the alert's (a name set twice: the later one wins in sh).
+  // The process's environment, less the names the alert sets, then the alert's.
   std::vector<std::string> entries;
-  for (char** e = environ; *e; ++e) entries.emplace_back(*e);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const auto& v) {
+      return entry.size() > v.first.size() && entry.compare(0, v.first.size(), v.first) == 0 &&
+             entry[v.first.size()] == '=';
+    });
+    if (!replaced) entries.emplace_back(entry);
+  }
   for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
   std::vector<char*> envp;
   for (std::string& e : entries) envp.push_back(e.data());

@@ -1,7 +1,7 @@
 // The alert rule, pure (no clock, no MPI): per finished step, which rank was the last to be ready
 // and by how much; the rule fires when the same rank was last with a lag of at least X in K of
-// the last N steps (RANKTIME_ALERT_LAG_MS, _TIMES, _STEPS), or when a rank's cost reached P% of
-// the step (RANKTIME_ALERT_COST_PCT), at most once per RANKTIME_ALERT_INTERVAL_S.
+// the last N steps (RANKTIME_ALERT_MIN_LAG_MS, _TIMES, _STEPS), or when a rank's cost reached P% of
+// the step (RANKTIME_ALERT_MIN_COST_PCT), at most once per RANKTIME_ALERT_INTERVAL_S.
 #pragma once
 
 #include <cstdint>
