@@ -3,6 +3,7 @@ Prometheus, read by `ranktime top` (also under tmux), poked by bad clients; the 
 command. Everything on 127.0.0.1; every job and server is stopped by the test."""
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -322,3 +323,36 @@ def test_alert_command_names_the_slow_rank_within_two_steps(tmp_path):
     assert float(first[2]) >= 5
     assert first[3] == socket.gethostname()
     assert f"alert: rank {SLOW_RANK} on host " in err
+
+
+def run_with_timeline_on_alert(tmp_path, *slowdown):
+    process = start_job(tmp_path, "--steps", 60, "--warmup", 0, *slowdown,
+                        run_args=["--timeline-filename", "t.json", "--timeline-on-alert", 5])
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, out + err
+    return sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("t.")), err
+
+
+def test_timeline_on_alert_writes_the_steps_around_the_alert(tmp_path):
+    files, err = run_with_timeline_on_alert(tmp_path, "--slow-rank", SLOW_RANK, "--delay-ms",
+                                            DELAY_MS, "--slow-from-step", 30)
+    assert files == ["t.alert1.json"], err  # one alert (the next is 60 s away): one trace
+    check = ranktime("check", tmp_path / "t.alert1.json")
+    assert check.returncode == 0, check.stdout
+    assert "closed cleanly" in check.stdout
+    events = json.loads((tmp_path / "t.alert1.json").read_text())
+    alerts = [e for e in events if e.get("name") == "ALERT"]
+    assert len(alerts) == 1
+    fired = int(re.search(r"\(step (\d+),", json.dumps(alerts[0]["args"])).group(1))
+    assert 32 <= fired <= 34  # rank 2 late in 30, 31, 32: three of five
+    rank0_steps = sorted(e["args"]["step"] for e in events
+                         if e.get("name") == "STEP" and e["pid"] == 0 and e["tid"] == 1)
+    # The 5 steps up to the one that fired it, and the 5 after.
+    assert rank0_steps == list(range(fired - 4, fired + 6))
+    # Rank 2's lanes are in it too, and its lag.
+    assert any(e.get("name") == "ALLREDUCE" and e["tid"] == 1 + SLOW_RANK for e in events)
+
+
+def test_timeline_on_alert_without_an_alert_writes_nothing(tmp_path):
+    files, err = run_with_timeline_on_alert(tmp_path)
+    assert files == [], err

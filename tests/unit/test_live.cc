@@ -5,6 +5,7 @@
 
 #include "live/alert_rule.h"
 #include "live/metrics.h"
+#include "recording/timeline_recorder.h"
 
 namespace ranktime {
 namespace {
@@ -123,6 +124,12 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
   EXPECT_THAT(text, HasSubstr("ranktime_bytes_total{op=\"allreduce\"} 1024\n"));
   // No cost known: no cost samples (rather than zeros that look measured).
   EXPECT_THAT(text, Not(HasSubstr("ranktime_cost_seconds_total")));
+}
+
+TEST(TimelineOnAlert, TracePathsNumberBeforeTheExtension) {
+  EXPECT_EQ(TimelineRecorder::alert_trace_path("/d/t.json", 1), "/d/t.alert1.json");
+  EXPECT_EQ(TimelineRecorder::alert_trace_path("t.json.gz", 2), "t.alert2.json.gz");
+  EXPECT_EQ(TimelineRecorder::alert_trace_path("trace", 3), "trace.alert3");
 }
 
 }  // namespace

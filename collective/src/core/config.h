@@ -83,6 +83,7 @@ struct Config {
   std::string alert_command;
   double alert_command_timeout_s;
   double alert_interval_s;
+  int64_t timeline_on_alert;
 
   // RANKTIME_SPIN_US as a duration (at most an hour: longer is spinning for good).
   std::chrono::nanoseconds spin() const {

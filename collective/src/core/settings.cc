@@ -302,6 +302,14 @@ std::vector<Setting> make_settings() {
               "at most one alert per this many seconds")
           .at_least(0, "seconds >= 0")
           .run_flag("--alert-interval-seconds", F::kValue),
+      // A long job's timeline where it matters: the slowdown, not the hours before it. Memory:
+      // at most 65,536 records (sizeof(Record) bytes each) per held step on rank 0.
+      Setting("TIMELINE_ON_ALERT", &Config::timeline_on_alert, "0",
+              "with TIMELINE_FILENAME: write nothing but keep the last K steps in memory; when an "
+              "alert or a stall warning fires, write them and the K steps after into "
+              "NAME.alert1.json, NAME.alert2.json, ...; 0: write the whole run")
+          .at_least(0, "a step count >= 0")
+          .run_flag("--timeline-on-alert", F::kValue),
   };
 }
 

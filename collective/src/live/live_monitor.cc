@@ -113,6 +113,7 @@ void LiveMonitor::fire(const Alert& alert, int64_t now_ns, TimelineRecorder* tim
                            fixed(alert.lag_us / 1e3) + " ms, cost " + cost + ")";
   RANKTIME_LOG(kWarning, "alert: " << text);
   timeline->instant("ALERT", text, now_ns);
+  timeline->write_alert_trace();  // TIMELINE_ON_ALERT
   if (!command_) return;
   command_->run({{"RANKTIME_ALERT_RANK", std::to_string(alert.rank)},
                  {"RANKTIME_ALERT_HOST", host},

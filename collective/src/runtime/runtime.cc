@@ -52,6 +52,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   timeline_->set_limits(config_.timeline_steps,
                         static_cast<uint64_t>(config_.timeline_max_mb * (1 << 20)),
                         static_cast<uint64_t>(config_.timeline_keep_files));
+  timeline_->set_hold_steps(config_.timeline_on_alert);
   if (rank() == 0) {
     coordinator_ =
         std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
