@@ -251,6 +251,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("window_times_last", &RankLateness::window_times_last)
       .def_readonly("mean_lag_us", &RankLateness::mean_lag_us, "over the window")
       .def_readonly("median_lag_us", &RankLateness::median_lag_us, "over the window")
+      .def_readonly("cost_us", &RankLateness::cost_us,
+                    "since start: how much sooner the steps would have completed had this rank "
+                    "been on time (what-if replay)")
+      .def_readonly("cost_per_step_us", &RankLateness::cost_per_step_us,
+                    "the same per step, over the last 100 steps")
       .def_readonly("p95_lag_us", &RankLateness::p95_lag_us, "over the window")
       .def_readonly("max_lag_us", &RankLateness::max_lag_us, "over the window")
       .def("__repr__", [](const RankLateness& l) {

@@ -61,7 +61,7 @@ int64_t verify(const std::vector<uint8_t>& buf, DataType dtype, int size, int64_
 int main(int argc, char** argv) {
   CLI::App app{"ranktime-synth: synthetic data-parallel training steps over ranktime"};
   std::string workload_path;
-  int steps = 10, warmup = 1, slow_rank = -1, small_tensors = 0;
+  int steps = 10, warmup = 1, slow_rank = -1, small_tensors = 0, delay_after = 0;
   int64_t small_elements = 256;
   double delay_ms = 0, compute_us = 0, scale = 1;
   std::string dtype_name = "float32", device = "cpu";
@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
   app.add_option("--slow-rank", slow_rank,
                  "this rank sleeps --delay-ms before each step's submissions");
   app.add_option("--delay-ms", delay_ms, "the slow rank's delay per step")->capture_default_str();
+  app.add_option("--delay-after-tensors", delay_after,
+                 "the slow rank sleeps after submitting this many tensors (inside backward: late "
+                 "for the rest only) instead of before the first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   int slow_from_step = 0;
   app.add_option("--slow-from-step", slow_from_step,
                  "the slow rank sleeps from this step on (steps as marked, warmup included): a "
@@ -188,12 +193,15 @@ int main(int argc, char** argv) {
     // Untimed: every rank starts the step together, so the only skew is the slow rank's delay
     // (filling 100 MB takes uneven time when ranks share cores).
     if (!no_barrier) ranktime::barrier();
-    if (rank == slow_rank && delay_ms > 0 && step >= slow_from_step) {
+    auto slow_down = [&] {
       std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000)));
-    }
+    };
+    const bool slow = rank == slow_rank && delay_ms > 0 && step >= slow_from_step;
+    if (slow && delay_after == 0) slow_down();
     auto t0 = std::chrono::steady_clock::now();
     for (size_t k = 0; k < tensors.size(); ++k) {
       size_t t = tensors.size() - 1 - k;  // backward: last layer first
+      if (slow && delay_after > 0 && k == static_cast<size_t>(delay_after)) slow_down();
       if (compute_us > 0 && k > 0) {
         std::this_thread::sleep_for(
             std::chrono::nanoseconds(static_cast<int64_t>(compute_us * 1000)));

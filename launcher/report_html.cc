@@ -152,6 +152,10 @@ json report_data(const ReportInput& in) {
   data["files"] = in.paths;
   data["run"] = run_json(in, s);
   data["slowest_rank"] = s.slowest_rank >= 0 ? json(s.slowest_rank) : json(nullptr);
+  data["cost_line"] = cost_line(s);
+  data["replay_line"] = replay_line(s);
+  data["cost"] = to_json_columns(cost_table(s));
+  data["cost_steps"] = to_json_columns(cost_steps_table(s));
   data["summary_line"] = slowest_line(s);
   data["waiting_line"] = waiting_line(s);
   data["lateness"] = to_json_columns(lateness_table(s));

@@ -110,12 +110,14 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
           CLI::ignore_case));
   cmd->add_option("--table", o->table,
                   "print one table: run, lateness, time, top_wait, top_processing, fusion, "
-                  "cycles, bandwidth, steps, step_ranks (the last two imply --by-step)")
+                  "cycles, bandwidth, cost, cost_steps, cost_step_ranks, steps, step_ranks (the "
+                  "last two imply --by-step)")
       ->check(CLI::IsMember({"run", "lateness", "time", "top_wait", "top_processing", "fusion",
-                             "cycles", "bandwidth", "steps", "step_ranks"}));
+                             "cycles", "bandwidth", "cost", "cost_steps", "cost_step_ranks",
+                             "steps", "step_ranks"}));
   cmd->add_flag("--by-step", o->by_step,
-                "add per-step tables (steps, step_ranks): from the trace's STEP marks, else "
-                "step n = each tensor's n-th negotiation; reads the files twice");
+                "add per-step tables (cost_steps, steps, step_ranks): from the trace's STEP "
+                "marks, else step n = each tensor's n-th negotiation; reads the files twice");
   return cmd;
 }
 
@@ -173,7 +175,15 @@ int run_summary(const SummaryCommandOptions& o) {
                                top_processing_table(s, o.top_k),
                                fusion_table(s),
                                cycles_table(s),
-                               bandwidth_table(s)};
+                               bandwidth_table(s),
+                               cost_table(s)};
+  // The per-step replay is long: in text with --by-step only.
+  if (wants_steps(o) || o.format != "text" || o.table == "cost_steps") {
+    tables.push_back(cost_steps_table(s));
+  }
+  if (o.format != "text" || o.table == "cost_step_ranks") {
+    tables.push_back(cost_step_ranks_table(s));
+  }
   if (wants_steps(o)) {
     tables.push_back(steps_table(s));
     tables.push_back(step_ranks_table(s));
@@ -196,6 +206,8 @@ int run_summary(const SummaryCommandOptions& o) {
                      {"truncated", run.truncated},
                      {"error", run.error}};
     out["slowest_rank"] = s.slowest_rank >= 0 ? nlohmann::json(s.slowest_rank) : nlohmann::json();
+    out["cost_line"] = cost_line(s);
+    out["what_if"] = what_if_json(s);
     out["summary_line"] = slowest_line(s);
     out["waiting_line"] = waiting_line(s);
     if (wants_steps(o)) {
@@ -216,7 +228,10 @@ int run_summary(const SummaryCommandOptions& o) {
     return 0;
   }
   if (o.table.empty()) {
-    // The slowest rank is always on the second line and the waiting on the third; notes follow.
+    // The cost first, then how well the replay did; the header, the slowest rank and the
+    // waiting on the third to fifth lines; notes follow.
+    std::cout << cost_line(s) << "\n";
+    std::cout << replay_line(s) << "\n";
     std::cout << header_line(run.paths, s) << "\n";
     std::cout << slowest_line(s) << "\n";
     std::cout << waiting_line(s) << "\n";

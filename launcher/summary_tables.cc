@@ -2,6 +2,7 @@
 // same ones.
 #include "summary_tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -327,6 +328,131 @@ std::string header_line(const std::vector<std::string>& paths, const Summary& s)
   line += ", " + human_us(s.wall_us) + " of trace, " + std::to_string(s.events) + " events, " +
           std::to_string(s.negotiations) + " negotiations";
   return line;
+}
+
+}  // namespace ranktime::cli
+
+namespace ranktime::cli {
+namespace {
+
+std::string steps_from_text(const timeline::WhatIfSummary& w) {
+  return w.steps_from_marks ? "from the STEP marks"
+                            : "no step marks read: step n is each tensor's n-th negotiation";
+}
+
+// A mean step of `total` over `steps`.
+std::string mean_step(double total_us, size_t steps) {
+  return human_us(steps == 0 ? 0 : total_us / static_cast<double>(steps));
+}
+
+}  // namespace
+
+Table cost_table(const Summary& s) {
+  const timeline::WhatIfSummary& w = s.what_if;
+  Table t{"cost",
+          "cost: how much sooner the run would have ended had each rank been on time (its "
+          "readiness no later than the other ranks' median, for every tensor), by replaying each "
+          "step (" +
+              steps_from_text(w) + ")",
+          {},
+          {},
+          "no steps to replay"};
+  t.columns = {{"rank"}, {"host"}, {"saving_ms", 3}, {"saving_pct", 1}, {"saving_per_step_ms", 3}};
+  const double steps = static_cast<double>(std::max<size_t>(1, w.steps.size()));
+  for (const auto& r : w.ranks) {
+    t.rows.push_back({int64_t{r.rank}, host_of(s, r.rank), r.saving_us / 1e3, r.saving_pct,
+                      r.saving_us / 1e3 / steps});
+  }
+  return t;
+}
+
+Table cost_steps_table(const Summary& s) {
+  const timeline::WhatIfSummary& w = s.what_if;
+  Table t{"cost_steps",
+          "each step measured and replayed (saving_ms: the most one rank's lateness cost in it; "
+          "nobody_late_ms: with every rank at the median)",
+          {},
+          {},
+          "no steps to replay"};
+  t.columns = {
+      {"step"},         {"begin_ms", 3},    {"measured_ms", 3}, {"replayed_ms", 3},
+      {"error_pct", 1}, {"costliest_rank"}, {"saving_ms", 3},   {"nobody_late_saving_ms", 3}};
+  for (const auto& st : w.steps) {
+    int64_t rank = -1;
+    double saving = 0;
+    for (const auto& x : st.savings) {
+      if (x.saving_us > saving) {
+        saving = x.saving_us;
+        rank = x.rank;
+      }
+    }
+    t.rows.push_back({st.step, st.begin_us / 1e3, st.measured_us / 1e3, st.replayed_us / 1e3,
+                      pct(std::abs(st.replayed_us - st.measured_us), st.measured_us), rank,
+                      saving / 1e3, st.nobody_late_saving_us / 1e3});
+  }
+  return t;
+}
+
+Table cost_step_ranks_table(const Summary& s) {
+  Table t{"cost_step_ranks",
+          "what each rank's lateness cost in each step (ranks and steps where it cost nothing are "
+          "left out; a rank's saving_ms over the steps adds up to its saving_ms in cost)",
+          {},
+          {},
+          "no rank's lateness cost anything"};
+  t.columns = {{"step"}, {"rank"}, {"saving_ms", 3}};
+  for (const auto& st : s.what_if.steps) {
+    for (const auto& x : st.savings)
+      t.rows.push_back({st.step, int64_t{x.rank}, x.saving_us / 1e3});
+  }
+  return t;
+}
+
+nlohmann::json what_if_json(const Summary& s) {
+  const timeline::WhatIfSummary& w = s.what_if;
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& r : w.ranks) {
+    ranks.push_back(
+        {{"rank", r.rank}, {"saving_ms", r.saving_us / 1e3}, {"saving_pct", r.saving_pct}});
+  }
+  const double steps = static_cast<double>(w.steps.size());
+  return {{"wall_ms", w.wall_us / 1e3},
+          {"steps", w.steps.size()},
+          {"steps_from", w.steps_from_marks ? "marks" : "negotiation order"},
+          {"replay_error_pct", w.replay_error_pct},
+          {"worst_step_error_pct", w.worst_step_error_pct},
+          {"ranks", ranks},
+          {"costliest_rank",
+           w.costliest_rank() >= 0 ? nlohmann::json(w.costliest_rank()) : nlohmann::json()},
+          {"nobody_late_saving_ms", w.nobody_late_saving_us / 1e3},
+          {"measured_step_ms", steps > 0 ? w.measured_us / 1e3 / steps : 0.0},
+          {"replayed_step_ms", steps > 0 ? w.replayed_us / 1e3 / steps : 0.0}};
+}
+
+std::string cost_line(const Summary& s) {
+  const timeline::WhatIfSummary& w = s.what_if;
+  if (w.steps.empty()) return "cost: no steps to replay (no negotiation with every rank's ticks)";
+  const int rank = w.costliest_rank();
+  if (rank < 0) {
+    return "cost: no rank's lateness made the job longer; steps took " +
+           mean_step(w.measured_us, w.steps.size()) + " on average";
+  }
+  const auto& r = *std::find_if(w.ranks.begin(), w.ranks.end(),
+                                [&](const timeline::WhatIfRankCost& x) { return x.rank == rank; });
+  return "cost: rank " + std::to_string(rank) + " (" + host_of(s, rank) + ") made the job " +
+         human_us(r.saving_us) + " longer (" + format_double("%.1f", r.saving_pct) + "% of " +
+         human_us(w.wall_us) + "); without it, steps would take " +
+         mean_step(w.measured_us - r.saving_us, w.steps.size()) + " instead of " +
+         mean_step(w.measured_us, w.steps.size());
+}
+
+std::string replay_line(const Summary& s) {
+  const timeline::WhatIfSummary& w = s.what_if;
+  if (w.steps.empty()) return "replay: no steps";
+  return "replay: " + std::to_string(w.steps.size()) + " steps (" + steps_from_text(w) +
+         ") replayed within " + format_double("%.1f", w.replay_error_pct) +
+         "% of their measured time (worst step " + format_double("%.1f", w.worst_step_error_pct) +
+         "%); with nobody late they would take " + human_us(w.nobody_late_saving_us) + " less";
 }
 
 }  // namespace ranktime::cli

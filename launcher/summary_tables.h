@@ -21,6 +21,21 @@ Table cycles_table(const timeline::Summary& s);
 Table bandwidth_table(const timeline::Summary& s);
 Table steps_table(const timeline::Summary& s);
 Table step_ranks_table(const timeline::Summary& s);
+// What each rank's lateness cost (the what-if replay): per rank, and per step.
+Table cost_table(const timeline::Summary& s);
+Table cost_steps_table(const timeline::Summary& s);
+Table cost_step_ranks_table(const timeline::Summary& s);
+// summary --format json's "what_if": {"wall_ms", "steps", "steps_from", "replay_error_pct",
+// "worst_step_error_pct", "ranks": [{"rank", "saving_ms", "saving_pct"}],
+// "nobody_late_saving_ms", "measured_step_ms", "replayed_step_ms"}.
+nlohmann::json what_if_json(const timeline::Summary& s);
+
+// "cost: rank 2 made the job 0.410 s longer (5.7% of 7.180 s); without it, steps would take
+// 321.000 ms instead of 341.000 ms" (the summary's first line).
+std::string cost_line(const timeline::Summary& s);
+// "replay: 21 steps (from the STEP marks) replayed within 0.4% of their measured time (worst
+// step 1.2%); with nobody late, 0.450 s shorter".
+std::string replay_line(const timeline::Summary& s);
 
 // "PATH: 4 ranks (n1 x4), 233.477 ms of trace, 4153 events, 88 negotiations".
 std::string header_line(const std::vector<std::string>& paths, const timeline::Summary& s);

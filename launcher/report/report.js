@@ -141,6 +141,60 @@
     return out;
   }
 
+  // What each rank's lateness cost (the what-if replay), and each step measured against replayed.
+  function cost() {
+    const out = section('cost', 'What lateness cost');
+    out.appendChild(el('p', {class: 'headline', id: 'cost-line'}, data.cost_line));
+    out.appendChild(el('p', {class: 'note', id: 'replay-line'}, data.replay_line));
+    out.appendChild(table(data.cost));
+    const t = data.cost_steps;
+    const col = (name) => t.columns.findIndex((c) => c.name === name);
+    const stepCol = col('step'), measuredCol = col('measured_ms'), replayedCol = col('replayed_ms'),
+        savingCol = col('saving_ms'), rankCol = col('costliest_rank');
+    const rows = t.rows;
+    if (rows.length) {
+      // Bars: measured; a tick: replayed; the lighter part of a bar: what the costliest rank cost.
+      let max = 0;
+      for (const r of rows) max = Math.max(max, r[measuredCol], r[replayedCol]);
+      const height = 160, barW = Math.max(2, Math.min(24, Math.floor(720 / rows.length))),
+          left = 8;
+      const chart = svg('svg', {width: left + rows.length * barW + 8, height: height + 24,
+                                id: 'cost-chart'});
+      const y = (v) => height - (max > 0 ? v / max * height : 0);
+      rows.forEach((r, i) => {
+        const x = left + i * barW;
+        const measured = r[measuredCol], saving = r[savingCol] || 0;
+        chart.appendChild(svg('rect', {class: 'bar', x: x, y: y(measured), width: barW - 1,
+                                       height: height - y(measured), fill: '#2e6fb7',
+                                       'data-i': i}));
+        if (saving > 0) {
+          chart.appendChild(svg('rect', {class: 'bar', x: x, y: y(measured),
+                                         width: barW - 1, height: height - y(saving),
+                                         fill: '#f1a340', 'data-i': i}));
+        }
+        chart.appendChild(svg('rect', {class: 'bar replayed', x: x, y: y(r[replayedCol]) - 1,
+                                       width: barW - 1, height: 2, fill: '#222', 'data-i': i}));
+      });
+      chart.appendChild(svg('text', {x: left, y: height + 16, class: 'axis'},
+                            'steps ' + rows[0][stepCol] + '–' + rows[rows.length - 1][stepCol] +
+                            ', tallest ' + ms(max)));
+      hover(chart, (target) => {
+        if (!target.classList || !target.classList.contains('bar')) return null;
+        const r = rows[Number(target.getAttribute('data-i'))];
+        return 'step ' + r[stepCol] + '\nmeasured ' + ms(r[measuredCol]) + '\nreplayed ' +
+               ms(r[replayedCol]) + (r[rankCol] >= 0 ? '\n' + rankLabel(r[rankCol]) + ' cost ' +
+               ms(r[savingCol]) : '');
+      });
+      out.appendChild(el('div', {class: 'legend'}, 'Each step: the bar is its measured time, ' +
+                         'the dark tick its unchanged replay, the orange top what the costliest ' +
+                         'rank\'s lateness cost in it.'));
+      out.appendChild(el('div', {class: 'scroll'}, chart));
+    }
+    out.appendChild(el('details', {}, el('summary', {}, rows.length + ' steps replayed'),
+                       table(t)));
+    return out;
+  }
+
   function verdict() {
     const box = el('div', {class: 'verdict', id: 'verdict'});
     const headline = data.slowest_rank === null
@@ -343,7 +397,7 @@
     return out;
   }
 
-  const parts = [...header(), verdict(), heatmap(), waits(), phases(),
+  const parts = [...header(), cost(), verdict(), heatmap(), waits(), phases(),
     section('time', 'Where the time went', table(data.time)),
     section('top-tensors', 'Top tensors', el('h3', {}, 'By negotiation wait'),
             table(data.top_wait), el('h3', {}, 'By processing time'), table(data.top_processing)),

@@ -145,7 +145,8 @@ def test_page_is_prometheus_text(job):
     assert status == 200
     for name in ["ranktime_steps_total", "ranktime_step_last_seconds", "ranktime_step_seconds",
                  "ranktime_last_ready_total", "ranktime_lateness_median_seconds",
-                 "ranktime_lateness_p95_seconds", "ranktime_operations_total",
+                 "ranktime_lateness_p95_seconds", "ranktime_cost_seconds_total",
+                 "ranktime_operations_total",
                  "ranktime_bytes_total", "ranktime_stalled", "ranktime_timeline_bytes",
                  "ranktime_events_dropped_total"]:
         assert f"# TYPE {name} " in body, name

@@ -75,7 +75,7 @@ def test_summary_finds_the_slow_rank(cli, tmp_path, np_, slow_rank, extra):
     assert row["mean_lag_ms"] == pytest.approx(DELAY_MS, abs=LAG_TOLERANCE_MS)
     assert row["times_last"] >= 0.9 * row["negotiations"]
     text = ranktime("summary", trace).stdout.splitlines()
-    assert text[1].startswith(f"slowest rank: {slow_rank} ")
+    assert text[3].startswith(f"slowest rank: {slow_rank} ")
 
 
 @pytest.mark.parametrize("np_, slow_rank", [(2, 1), (4, 2)])
@@ -109,6 +109,18 @@ def test_wait_is_attributed_to_the_slow_rank(cli, tmp_path, np_, slow_rank):
     assert lags[steps // 2] == pytest.approx(DELAY_MS, abs=LAG_TOLERANCE_MS)
     # The steps' waits add up to the run's.
     assert sum(row["waited_ms"] for row in step_rows) == pytest.approx(run["waited_ms"], rel=0.05)
+    # What it cost: the slow rank, about DELAY_MS a step (the other ranks wait for it before
+    # every step's allreduces; generous: 4 ranks on 2 cores jitter by milliseconds), and the
+    # per-step figures add up to the run's.
+    w = summary["what_if"]
+    assert w["costliest_rank"] == slow_rank
+    assert w["replay_error_pct"] < 5
+    saving = {row["rank"]: row["saving_ms"] for row in w["ranks"]}
+    assert saving[slow_rank] == pytest.approx(DELAY_MS * steps, rel=0.3)
+    per_step = summary["tables"]["cost_step_ranks"]
+    assert sum(r["saving_ms"] for r in per_step if r["rank"] == slow_rank) == \
+        pytest.approx(saving[slow_rank])
+    assert ranktime("summary", trace).stdout.startswith(f"cost: rank {slow_rank} (")
 
 
 def report_data(trace):

@@ -105,6 +105,15 @@ def test_chromium_shows_the_slow_rank_and_the_heat_map(cli, tmp_path, browser):
         return document.getElementById('tooltip').textContent; })()""")
     assert tip.startswith("rank 2 (n1), step 4\nlast tensor ready 15.000 ms after the first rank")
     assert "step start 80.0 \u00b5s after the first rank" in tip
+    # The cost first: rank 2 was 15 ms late in 4 steps; one bar and one replayed tick per step,
+    # with the costly steps' bars topped by what rank 2 cost.
+    assert browser.evaluate("document.getElementById('cost-line').textContent").startswith(
+        "cost: rank 2 (n1) made the job 60.000 ms longer (")
+    assert browser.evaluate("document.querySelectorAll('#cost-chart rect.replayed').length") == 12
+    assert browser.evaluate(
+        "document.querySelectorAll('#cost-chart rect[fill=\"#f1a340\"]').length") == 4
+    assert browser.evaluate("Boolean(document.getElementById('cost').compareDocumentPosition("
+                            "document.getElementById('verdict')) & Node.DOCUMENT_POSITION_FOLLOWING)")
     assert browser.evaluate("document.querySelectorAll('#table-phases tbody tr').length") >= 2
     assert browser.evaluate("document.querySelectorAll('#table-top_wait tbody tr').length") == 5
     browser.screenshot(ARTEFACTS / "report.png")

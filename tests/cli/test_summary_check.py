@@ -25,17 +25,24 @@ def write_events(path, events):
     return path
 
 
-def test_text_summary_names_the_slow_rank_first(cli, slow_trace):
+def test_text_summary_leads_with_the_cost_then_names_the_slow_rank(cli, slow_trace):
     result = ranktime("summary", slow_trace)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith(f"{slow_trace}: 4 ranks (n1 x4)")
+    # Rank 2 is 20 ms late for every tensor of each of the 10 steps, and nothing hides it: on
+    # time, every step would end 20 ms sooner.
+    assert lines[0].startswith("cost: rank 2 (n1) made the job 200.000 ms longer (")
+    assert "; without it, steps would take " in lines[0]
+    assert lines[1].startswith("replay: 10 steps (no step marks read: step n is each tensor's "
+                               "n-th negotiation) replayed within 0.0% of their measured time")
+    assert lines[1].endswith("with nobody late they would take 200.000 ms less")
+    assert lines[2].startswith(f"{slow_trace}: 4 ranks (n1 x4)")
     # Wall-clock waits: per step, each of the 3 other ranks waits from its first tensor's readiness
     # to the slow rank's last (tensors are 10 us apart): 3 x (20 ms + 50 us) x 10 steps.
-    assert lines[1] == ("slowest rank: 2 (n1), last to be ready in 60 of 60 negotiations "
+    assert lines[3] == ("slowest rank: 2 (n1), last to be ready in 60 of 60 negotiations "
                         "(100.0%), mean lag 20.000 ms; the other ranks waited 601.500 ms for it")
-    assert lines[2].startswith("waiting: the ranks spent 601.500 ms of their 4 x ")
-    assert lines[2].endswith("waiting for another rank's tensor; 100.0% of it for rank 2 (n1)")
+    assert lines[4].startswith("waiting: the ranks spent 601.500 ms of their 4 x ")
+    assert lines[4].endswith("waiting for another rank's tensor; 100.0% of it for rank 2 (n1)")
     for title in ["lateness per rank", "where the time went", "top 10 tensors by negotiation wait",
                   "top 10 tensors by processing time", "fusion", "cycles", "bandwidth"]:
         assert any(line.startswith(title) for line in lines), title
@@ -46,7 +53,11 @@ def test_csv_parses_and_matches(cli, slow_trace):
     assert result.returncode == 0, result.stderr
     tables = csv_tables(result.stdout)
     assert set(tables) >= {"run", "lateness", "time", "top_wait", "top_processing", "fusion",
-                           "cycles", "bandwidth"}
+                           "cycles", "bandwidth", "cost", "cost_steps", "cost_step_ranks"}
+    cost = {int(row["rank"]): row for row in tables["cost"]}
+    assert float(cost[2]["saving_ms"]) == pytest.approx(200.0)
+    assert float(cost[2]["saving_per_step_ms"]) == pytest.approx(20.0)
+    assert len(tables["cost_steps"]) == 10
     assert tables["run"][0]["slowest_rank"] == "2"
     lateness = {int(row["rank"]): row for row in tables["lateness"]}
     assert float(lateness[2]["mean_lag_ms"]) == pytest.approx(20.0)
@@ -81,6 +92,24 @@ def test_json_parses_and_matches(cli, slow_trace):
     wall = run["wall_ms"]
     assert run["waited_ms"] == pytest.approx(601.5)
     assert run["waited_pct"] == pytest.approx(100 * 601.5 / (4 * wall), abs=0.05)
+    # What-if: 20 ms per step, for rank 2 only; the per-step rows add up to it.
+    w = summary["what_if"]
+    assert w["steps"] == 10 and w["steps_from"] == "negotiation order"
+    assert w["wall_ms"] == pytest.approx(wall)
+    assert w["replay_error_pct"] == pytest.approx(0, abs=1e-6)
+    savings = {row["rank"]: row for row in w["ranks"]}
+    assert sorted(savings) == [0, 1, 2, 3]
+    assert savings[2]["saving_ms"] == pytest.approx(200.0)
+    assert savings[2]["saving_pct"] == pytest.approx(100 * 200.0 / wall)
+    assert all(savings[r]["saving_ms"] == 0 for r in (0, 1, 3))
+    assert w["costliest_rank"] == 2
+    assert w["nobody_late_saving_ms"] == pytest.approx(200.0)
+    per_step = summary["tables"]["cost_step_ranks"]
+    assert sum(row["saving_ms"] for row in per_step) == pytest.approx(savings[2]["saving_ms"])
+    steps = summary["tables"]["cost_steps"]
+    assert [row["costliest_rank"] for row in steps] == [2] * 10
+    assert sum(row["measured_ms"] for row in steps) == pytest.approx(w["measured_step_ms"] * 10)
+    assert summary["cost_line"].startswith("cost: rank 2 (n1) made the job 200.000 ms longer")
     # Shares are unions over wall time: never above 100%.
     for row in summary["tables"]["time"]:
         assert 0 <= row["share_pct"] <= 100, row
@@ -181,6 +210,11 @@ def test_by_step_csv_without_step_marks(cli, tmp_path):
     assert cells[(2, 1)]["start_lag_ms"] == ""  # no step marks: no start lags
     text = ranktime("summary", trace, "--by-step").stdout
     assert "no step marks in the trace: step n is each tensor's n-th negotiation" in text
+    # Rank 1 late in steps 2 and 4 only: it cost 8 ms in each of those, nothing elsewhere.
+    per_step = {(int(r["step"]), int(r["rank"])): float(r["saving_ms"])
+                for r in tables["cost_step_ranks"]}
+    assert per_step == pytest.approx({(2, 1): 8.0, (4, 1): 8.0})
+    assert text.splitlines()[0].startswith("cost: rank 1 (n1) made the job 16.000 ms longer (")
 
 
 def test_by_step_json_with_step_marks(cli, tmp_path):
@@ -195,6 +229,13 @@ def test_by_step_json_with_step_marks(cli, tmp_path):
         assert row["start_lag_ms"] == pytest.approx(0.1 * row["rank"])
         late = row["step"] == 3 and row["rank"] == 2
         assert row["ready_lag_ms"] == pytest.approx(6.0 if late else 0)
+    # Steps from the marks: each from its first mark to the next step's; rank 2 cost 6 ms in
+    # step 3 only.
+    w = summary["what_if"]
+    assert w["steps_from"] == "marks" and w["steps"] == 5
+    assert {r["rank"]: r["saving_ms"] for r in w["ranks"]} == pytest.approx({0: 0, 1: 0, 2: 6.0})
+    assert [row["measured_ms"] for row in summary["tables"]["cost_steps"]][:4] == \
+        pytest.approx([100.0] * 4)
     only = summary_json(trace, "--table", "steps")
     assert [row["last_rank"] for row in only["tables"]["steps"]] == [-1, -1, -1, 2, -1]
 

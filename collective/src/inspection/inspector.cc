@@ -12,6 +12,8 @@ namespace {
 constexpr int64_t kInspectIntervalNs = 1'000'000'000;
 // Lateness statistics cover this many recent negotiations.
 constexpr size_t kLatenessWindow = 200;
+// The per-step cost is a mean over this many recent steps.
+constexpr size_t kCostWindowSteps = 100;
 // A straggler must be last in at least this share of the lateness window's negotiations.
 constexpr double kStragglerShare = 0.5;
 constexpr size_t kStallNamesShown = 4;
@@ -45,6 +47,7 @@ Inspector::Inspector(int size, const Config& config, const std::vector<std::stri
     : config_(config),
       hostnames_(hostnames),
       lateness_(size, kLatenessWindow),
+      cost_(size, kCostWindowSteps),
       lanes_(config.timeline_ranks, config.timeline_all_ranks, size) {}
 
 std::vector<int32_t> Inspector::take_lane_change() {
@@ -57,16 +60,25 @@ void Inspector::add(const std::vector<Negotiation>& done) {
   std::lock_guard<std::mutex> lock(lateness_mutex_);
   for (const Negotiation& n : done) {
     // Not the controls: a join's "lag" is how much more data the other ranks had.
-    if (!is_control_op(n.op)) lateness_.add(n.ready_ns, n.ranks, n.joined);
+    if (is_control_op(n.op)) continue;
+    lateness_.add(n.ready_ns, n.ranks, n.joined);
+    if (n.error.empty()) cost_.add(n.tensor_id, n.ready_ns, n.ranks, n.joined);
   }
 }
 
-std::vector<RankLateness> Inspector::lateness() const {
-  std::vector<RankLateness> stats;
-  {
-    std::lock_guard<std::mutex> lock(lateness_mutex_);
-    stats = lateness_.snapshot();
+std::vector<RankLateness> Inspector::snapshot() const {
+  std::lock_guard<std::mutex> lock(lateness_mutex_);
+  std::vector<RankLateness> stats = lateness_.snapshot();
+  const std::vector<StepCost::RankCost> costs = cost_.costs();
+  for (size_t r = 0; r < stats.size() && r < costs.size(); ++r) {
+    stats[r].cost_us = costs[r].total_us;
+    stats[r].cost_per_step_us = costs[r].per_step_us;
   }
+  return stats;
+}
+
+std::vector<RankLateness> Inspector::lateness() const {
+  std::vector<RankLateness> stats = snapshot();
   for (RankLateness& s : stats) s.hostname = hostnames_->at(s.rank);
   return stats;
 }
@@ -114,8 +126,8 @@ std::optional<std::string> Inspector::inspect(int64_t now, const Coordinator& co
   std::vector<RankLateness> stats;
   std::optional<int> straggler;
   {
+    stats = snapshot();
     std::lock_guard<std::mutex> lock(lateness_mutex_);
-    stats = lateness_.snapshot();
     if (config_.straggler_threshold_ms > 0) {
       straggler = lateness_.straggler(config_.straggler_threshold_ms * 1e3, kStragglerShare);
     }
@@ -124,12 +136,15 @@ std::optional<std::string> Inspector::inspect(int64_t now, const Coordinator& co
                        static_cast<int64_t>(config_.straggler_warning_interval_s * 1e9)) {
     last_straggler_warning_ns_ = now;
     const RankLateness& s = stats[*straggler];
-    char median[32];
+    char median[32], cost[32];
     std::snprintf(median, sizeof(median), "%.1f", s.median_lag_us / 1e3);
+    std::snprintf(cost, sizeof(cost), "%.1f", s.cost_per_step_us / 1e3);
     RANKTIME_LOG(kWarning, "straggler: rank " << s.rank << " on host " << (*hostnames_)[s.rank]
                                               << " was the last to be ready in "
                                               << s.window_times_last << " of the last " << s.window
-                                              << " negotiations, median lag " << median << " ms");
+                                              << " negotiations, median lag " << median
+                                              << " ms; it costs " << cost
+                                              << " ms per step (what-if replay)");
   }
   if (lanes_.update(stats)) {
     lanes_changed_ = true;

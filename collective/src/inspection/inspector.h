@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "inspection/lane_choice.h"
 #include "inspection/lateness.h"
+#include "inspection/step_cost.h"
 #include "negotiation/coordinator.h"
 #include "recording/timeline_recorder.h"
 
@@ -27,7 +28,7 @@ class Inspector {
 
   // Background thread: negotiations finished in one cycle.
   void add(const std::vector<Negotiation>& done);
-  // Any thread: per-rank lateness statistics.
+  // Any thread: per-rank lateness statistics and what-if cost.
   std::vector<RankLateness> lateness() const;
 
   bool due(int64_t now_ns) const;
@@ -44,10 +45,13 @@ class Inspector {
   std::vector<int32_t> take_lane_change();
 
  private:
+  std::vector<RankLateness> snapshot() const;  // lateness and cost, without hostnames
+
   const Config& config_;
   const std::vector<std::string>* hostnames_;
   mutable std::mutex lateness_mutex_;  // lateness_ is read by user threads
   LatenessTracker lateness_;
+  StepCost cost_;  // under lateness_mutex_ too
   int64_t last_inspect_ns_ = 0;
   int64_t last_straggler_warning_ns_ = INT64_MIN / 2;
   std::unordered_set<std::string> stall_warned_;  // tensors already warned about

@@ -72,8 +72,12 @@ void LiveMonitor::tick(int64_t now_ns, int64_t steps_marked, int64_t last_mark_n
   if (server_ && due) publish(now_ns, inspector, coordinator, *timeline);
 }
 
-std::vector<double> LiveMonitor::step_cost_us(const Inspector& /*inspector*/) const {
-  return {};  // no live what-if cost yet (issue 34)
+std::vector<double> LiveMonitor::step_cost_us(const Inspector& inspector) const {
+  // Rank 0's live what-if (inspection/step_cost.h): the mean over its recent replayed steps.
+  std::vector<double> cost(hostnames_->size(), 0);
+  for (const RankLateness& l : inspector.lateness())
+    if (static_cast<size_t>(l.rank) < cost.size()) cost[l.rank] = l.cost_per_step_us;
+  return cost;
 }
 
 void LiveMonitor::finish_step(int64_t step, double step_us, int64_t now_ns,
@@ -83,7 +87,8 @@ void LiveMonitor::finish_step(int64_t step, double step_us, int64_t now_ns,
   s.last_rank = step_last_rank_;
   s.lag_us = step_lag_us_;
   s.step_us = step_us;
-  s.cost_us = step_cost_us(inspector);
+  // The cost part of the rule needs every step's; otherwise only an alert asks.
+  if (config_.alert_cost_pct > 0) s.cost_us = step_cost_us(inspector);
   step_last_rank_ = -1;
   step_lag_us_ = 0;
 
@@ -97,11 +102,11 @@ void LiveMonitor::finish_step(int64_t step, double step_us, int64_t now_ns,
     ++totals_.step_count;
     totals_.step_sum_s += seconds;
   }
-  if (!s.cost_us.empty()) {
-    cost_total_s_.resize(s.cost_us.size(), 0);
-    for (size_t r = 0; r < s.cost_us.size(); ++r) cost_total_s_[r] += s.cost_us[r] / 1e6;
-  }
-  if (auto alert = rule_.add(s, now_ns)) fire(*alert, now_ns, timeline);
+  auto alert = rule_.add(s, now_ns);
+  if (!alert) return;
+  if (alert->cost_pct < 0 && step_us > 0)
+    alert->cost_pct = step_cost_us(inspector).at(alert->rank) / step_us * 100;
+  fire(*alert, now_ns, timeline);
 }
 
 void LiveMonitor::fire(const Alert& alert, int64_t now_ns, TimelineRecorder* timeline) {
@@ -138,7 +143,7 @@ void LiveMonitor::publish(int64_t now_ns, const Inspector& inspector,
     r.times_last = l.times_last;
     r.lateness_median_s = l.median_lag_us / 1e6;
     r.lateness_p95_s = l.p95_lag_us / 1e6;
-    if (static_cast<size_t>(l.rank) < cost_total_s_.size()) r.cost_s = cost_total_s_[l.rank];
+    r.cost_s = l.cost_us / 1e6;
     r.stalled = stalled.count(l.rank) != 0;
     s->ranks.push_back(std::move(r));
   }

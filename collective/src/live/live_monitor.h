@@ -44,9 +44,9 @@ class LiveMonitor {
   void fire(const Alert& alert, int64_t now_ns, TimelineRecorder* timeline);
   void publish(int64_t now_ns, const Inspector& inspector, const Coordinator& coordinator,
                const TimelineRecorder& timeline);
-  // The what-if cost of each rank in the step just finished, in microseconds; empty while no
-  // live cost is known. THE place to feed ranktime_cost_seconds_total and the cost alert from
-  // rank 0's live what-if (inspection/), once it exists.
+  // Per rank, what its lateness costs a step lately (rank 0's live what-if), in microseconds: the
+  // cost part of the alert rule and the alert's cost; ranktime_cost_seconds_total comes from the
+  // same statistics (RankLateness::cost_us) in publish().
   std::vector<double> step_cost_us(const Inspector& inspector) const;
 
   const Config& config_;
@@ -62,7 +62,6 @@ class LiveMonitor {
   // Since start.
   MetricsSnapshot totals_;  // steps, step histogram, alerts; the rest is filled in publish()
   std::map<OpType, MetricsSnapshot::Operation> operations_;
-  std::vector<double> cost_total_s_;  // per rank; empty while no cost is known
   int64_t last_publish_ns_ = INT64_MIN / 2;
 };
 

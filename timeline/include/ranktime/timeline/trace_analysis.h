@@ -15,6 +15,7 @@
 
 #include "ranktime/timeline/trace_reader.h"
 #include "ranktime/timeline/trace_waits.h"
+#include "ranktime/timeline/what_if.h"
 
 namespace ranktime::timeline {
 
@@ -223,6 +224,8 @@ struct Summary {
   // Per step, with SummaryOptions::by_step. steps_from_marks says how steps were found.
   std::vector<StepStat> steps;
   bool steps_from_marks = false;
+  // What each rank's lateness cost: every step replayed (what_if.h).
+  WhatIfSummary what_if;
 };
 
 // busbw / algbw for `op` ("ALLREDUCE", ...) on n ranks, per nccl-tests; 0 when not applicable.

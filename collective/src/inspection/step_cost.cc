@@ -1,0 +1,70 @@
+// Live what-if cost per step (see step_cost.h).
+#include "inspection/step_cost.h"
+
+#include <algorithm>
+
+namespace ranktime {
+namespace {
+
+// Steps still taking negotiations: a step is replayed once the step two after it began.
+constexpr int64_t kOpenSteps = 2;
+
+}  // namespace
+
+StepCost::StepCost(int size, size_t window) : size_(size), window_(window), total_us_(size, 0) {}
+
+void StepCost::add(uint32_t tensor_id, const std::vector<int64_t>& ready_ns,
+                   const std::vector<int>& ranks, int joined) {
+  const size_t n = ready_ns.size() - static_cast<size_t>(std::max(0, joined));
+  const int64_t step = occurrences_[tensor_id]++;
+  // A single rank, or a step already replayed (a tensor negotiated more often than the others).
+  if (n < 2 || (open_.count(step) == 0 && step + kOpenSteps <= newest_)) return;
+  timeline::WhatIfNegotiation w;
+  for (size_t i = 0; i < n; ++i) {
+    const int r = ranks.empty() ? static_cast<int>(i) : ranks[i];
+    w.ready.push_back({r, static_cast<double>(ready_ns[i]) / 1e3});
+    w.end_us = i == 0 ? w.ready.back().us : std::max(w.end_us, w.ready.back().us);
+  }
+  open_[step].negotiations.push_back(std::move(w));
+  newest_ = std::max(newest_, step);
+  while (!open_.empty() && open_.begin()->first + kOpenSteps <= newest_) {
+    close(open_.begin()->first);
+  }
+}
+
+void StepCost::close(int64_t step) {
+  auto it = open_.find(step);
+  timeline::WhatIfStep& w = it->second;
+  // The step as rank 0 sees it: its first readiness to its last negotiation.
+  bool first = true;
+  for (const timeline::WhatIfNegotiation& n : w.negotiations) {
+    for (const timeline::WhatIfReady& r : n.ready) {
+      w.begin_us = first ? r.us : std::min(w.begin_us, r.us);
+      first = false;
+    }
+    w.end_us = std::max(w.end_us, n.end_us);
+  }
+  timeline::WhatIfStepResult result = timeline::replay_step(w);
+  for (const timeline::WhatIfRankSaving& s : result.savings) {
+    if (s.rank >= 0 && s.rank < size_) total_us_[s.rank] += s.saving_us;
+  }
+  recent_.push_back(std::move(result.savings));
+  if (recent_.size() > window_) recent_.pop_front();
+  ++steps_;
+  open_.erase(it);
+}
+
+std::vector<StepCost::RankCost> StepCost::costs() const {
+  std::vector<RankCost> out(size_);
+  for (int r = 0; r < size_; ++r) out[r].total_us = total_us_[r];
+  if (recent_.empty()) return out;
+  for (const auto& savings : recent_) {
+    for (const timeline::WhatIfRankSaving& s : savings) {
+      if (s.rank >= 0 && s.rank < size_) out[s.rank].per_step_us += s.saving_us;
+    }
+  }
+  for (RankCost& c : out) c.per_step_us /= static_cast<double>(recent_.size());
+  return out;
+}
+
+}  // namespace ranktime
