@@ -96,6 +96,12 @@ int main(int argc, char** argv) {
                  "for the rest only) instead of before the first")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  int slow_from_step = 0;
+  app.add_option("--slow-from-step", slow_from_step,
+                 "the slow rank sleeps from this step on (steps as marked, warmup included): a "
+                 "slowdown that starts while the job runs")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--compute-us", compute_us, "simulated compute between two submissions")
       ->capture_default_str();
   app.add_flag("--no-verify", no_verify, "skip checking the results");
@@ -196,7 +202,7 @@ int main(int argc, char** argv) {
     // With --slow-region every rank marks the step's regions, and the slow rank sleeps in one.
     const bool regions = !slow_region.empty();
     // With --delay-after-tensors the sleep is inside backward instead, after that many tensors.
-    const bool slow = rank == slow_rank && delay_ms > 0;
+    const bool slow = rank == slow_rank && delay_ms > 0 && step >= slow_from_step;
     const auto slow_down = [&] {
       std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000)));
     };

@@ -1,4 +1,5 @@
-// The `ranktime` command: `run` (wraps mpirun), `summary`, `check` and `report` (read timelines).
+// The `ranktime` command: `run` (wraps mpirun), `summary`, `check` and `report` (read timelines),
+// `top` (a running job's metrics endpoint).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "report_command.h"
 #include "run_command.h"
 #include "summary_command.h"
+#include "top_command.h"
 
 #ifndef RANKTIME_VERSION
 #define RANKTIME_VERSION "unknown"
@@ -59,10 +61,12 @@ int main(int argc, char** argv) {
   SummaryCommandOptions summary_options;
   CheckCommandOptions check_options;
   ReportCommandOptions report_options;
+  TopCommandOptions top_options;
   CLI::App* run = add_run_command(app, &run_options);
   CLI::App* summary = add_summary_command(app, &summary_options);
   CLI::App* check = add_check_command(app, &check_options);
   CLI::App* report = add_report_command(app, &report_options);
+  CLI::App* top = add_top_command(app, &top_options);
 
   SplitArgs split = split_args(argc, argv);
   try {
@@ -85,5 +89,6 @@ int main(int argc, char** argv) {
   if (*summary) return run_summary(summary_options);
   if (*check) return run_check(check_options);
   if (*report) return run_report(report_options);
+  if (*top) return run_top(top_options);
   return 2;
 }

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build openmpi-bin libopenmpi-dev nlohmann-json3-dev
           libcli11-dev libgtest-dev googletest pybind11-dev python3-dev python3-numpy python3-pytest
           python3-torch libtorch-dev clang-format chromium zlib1g-dev libisal-dev iproute2
-          pkgconf python3-venv python3-pip python3-setuptools python3-wheel)  # the docs' tests
+          pkgconf python3-venv python3-pip python3-setuptools python3-wheel  # the docs' tests
+          libmicrohttpd-dev prometheus tmux)  # the metrics endpoint; its tests
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

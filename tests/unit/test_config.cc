@@ -241,10 +241,43 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"RANKTIME_TEST_CLOCK_SKEW_US", "-9223372036854775808"},
         Malformed{"TIMELINE_MARK_CYCLES", "maybe"}, Malformed{"TIMELINE_MARK_CYCLES", "2"},
         Malformed{"TIMELINE_MARK_CYCLES", ""}, Malformed{"TIMELINE_ALL_RANKS", "y"},
-        Malformed{"RANKTIME_HIERARCHICAL_ALLREDUCE", "enabled"}),
+        Malformed{"RANKTIME_HIERARCHICAL_ALLREDUCE", "enabled"},
+        Malformed{"RANKTIME_METRICS_ADDR", "9100"}, Malformed{"RANKTIME_METRICS_ADDR", ":9100"},
+        Malformed{"RANKTIME_METRICS_ADDR", "localhost:"},
+        Malformed{"RANKTIME_METRICS_ADDR", "127.0.0.1:0"},
+        Malformed{"RANKTIME_METRICS_ADDR", "127.0.0.1:65536"},
+        Malformed{"RANKTIME_METRICS_ADDR", "::1:9100"},
+        Malformed{"RANKTIME_METRICS_ADDR", "a b:9100"},
+        Malformed{"RANKTIME_METRICS_ADDR", "127.0.0.1:91x"},
+        Malformed{"RANKTIME_ALERT_MIN_LAG_MS", "-1"}, Malformed{"RANKTIME_ALERT_TIMES", "0"},
+        Malformed{"RANKTIME_ALERT_STEPS", "two"}, Malformed{"RANKTIME_ALERT_MIN_COST_PCT", "5%"},
+        Malformed{"RANKTIME_ALERT_COMMAND_TIMEOUT_S", "0"},
+        Malformed{"RANKTIME_ALERT_INTERVAL_S", "-1"}),
     [](const ::testing::TestParamInfo<Malformed>& p) {
       return std::to_string(p.index) + "_" + p.param.variable;
     });
+
+TEST(Config, MetricsAddressNamesItsHost) {
+  EXPECT_FALSE(parse({}).metrics_addr.on);  // off unless asked for
+  const Config c = parse({{"RANKTIME_METRICS_ADDR", "127.0.0.1:9100"}});
+  EXPECT_TRUE(c.metrics_addr.on);
+  EXPECT_EQ(c.metrics_addr.host, "127.0.0.1");
+  EXPECT_EQ(c.metrics_addr.port, 9100);
+  const Config v6 = parse({{"RANKTIME_METRICS_ADDR", "[::1]:80"}});
+  EXPECT_EQ(v6.metrics_addr.host, "::1");
+  EXPECT_EQ(described(v6)["RANKTIME_METRICS_ADDR"], "[::1]:80");
+}
+
+TEST(Config, AlertTimesAtMostAlertSteps) {
+  try {
+    parse({{"RANKTIME_ALERT_TIMES", "6"}});  // more than the default 5 steps
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("RANKTIME_ALERT_TIMES='6'"));
+    EXPECT_THAT(e.what(), HasSubstr("RANKTIME_ALERT_STEPS='5'"));
+  }
+  EXPECT_EQ(parse({{"RANKTIME_ALERT_TIMES", "6"}, {"RANKTIME_ALERT_STEPS", "6"}}).alert_times, 6);
+}
 
 TEST(Config, DescribeListsEveryDocumentedVariableInOrder) {
   // Variables added later may appear anywhere; the documented ones keep their relative order.
@@ -332,7 +365,9 @@ TEST(Settings, NumbersBelowTheirBoundAreErrorsNamingVariableAndValue) {
       EXPECT_EQ(std::string(e.what()),
                 std::string(s.variable) + "='" + bad + "' is not valid: expected " + s.expected);
     }
-    EXPECT_NO_THROW(parse({{s.variable, std::to_string(s.bound + 1)}})) << s.variable;
+    Env env = {{s.variable, std::to_string(s.bound + 1)}};
+    env.emplace("RANKTIME_ALERT_TIMES", "1");  // at most RANKTIME_ALERT_STEPS, whatever that is
+    EXPECT_NO_THROW(parse(env)) << s.variable;
   }
 }
 

@@ -36,6 +36,11 @@ Config parse_config(const EnvLookup& lookup) {
     throw ConfigError("TIMELINE_RANKS='" + c.timeline_ranks.text +
                       "' and TIMELINE_ALL_RANKS=0 both say whose lanes to write: set one of them");
   }
+  if (c.alert_times > c.alert_steps) {
+    throw ConfigError("RANKTIME_ALERT_TIMES='" + std::to_string(c.alert_times) +
+                      "' is more than RANKTIME_ALERT_STEPS='" + std::to_string(c.alert_steps) +
+                      "': a rank cannot be last in more steps than the rule looks at");
+  }
   return c;
 }
 

@@ -40,6 +40,15 @@ struct LaneRanks {
   std::string text;        // as the variable spelled it
 };
 
+// RANKTIME_METRICS_ADDR=HOST:PORT: where rank 0 serves its metrics. HOST is always named (an
+// address or a name; [::1] for IPv6), so no interface is listened on by accident. Off: "".
+struct ListenAddress {
+  bool on = false;
+  std::string host;
+  int port = 0;
+  std::string text;  // as the variable spelled it
+};
+
 struct Config {
   Config();  // every setting at its default
 
@@ -66,6 +75,15 @@ struct Config {
   std::string status_file;
   std::string test_fail_local;
   LaneRanks timeline_ranks;
+  ListenAddress metrics_addr;
+  double alert_lag_ms;
+  int64_t alert_times;
+  int64_t alert_steps;
+  double alert_cost_pct;
+  std::string alert_command;
+  double alert_command_timeout_s;
+  double alert_interval_s;
+  int64_t timeline_on_alert;
 
   // RANKTIME_SPIN_US as a duration (at most an hour: longer is spinning for good).
   std::chrono::nanoseconds spin() const {

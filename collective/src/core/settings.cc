@@ -109,6 +109,38 @@ LaneRanks parse_lane_ranks(const char* name, const std::string& v) {
   return lanes;
 }
 
+// "HOST:PORT" with HOST named (no default interface) and 1 <= PORT <= 65535; "[V6]:PORT" for an
+// IPv6 address. "" is off. Whether HOST resolves is checked when the server starts.
+ListenAddress parse_listen_address(const char* name, const std::string& v) {
+  constexpr const char* kExpected =
+      "HOST:PORT with HOST named (127.0.0.1 for this machine only) and PORT 1-65535";
+  ListenAddress a;
+  if (v.empty()) return a;
+  const size_t colon = v.rfind(':');
+  if (colon == std::string::npos || colon == 0) fail(name, v, kExpected);
+  std::string host = v.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') fail(name, v, kExpected);
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    fail(name, v, kExpected);  // an IPv6 address needs its brackets
+  }
+  for (char c : host) {
+    if (c <= ' ' || c == '/' || c == '[' || c == ']' || c == 0x7f) fail(name, v, kExpected);
+  }
+  int port = 0;
+  const char* first = v.data() + colon + 1;
+  const char* last = v.data() + v.size();
+  auto [end, ec] = std::from_chars(first, last, port);
+  if (first == last || ec != std::errc() || end != last || port < 1 || port > 65535)
+    fail(name, v, kExpected);
+  a.on = true;
+  a.host = host;
+  a.port = port;
+  a.text = v;
+  return a;
+}
+
 // Shortest text that parses back to the same double.
 std::string number_text(double x) {
   char buf[32];
@@ -231,6 +263,53 @@ std::vector<Setting> make_settings() {
       // `ranktime run` sets it to a file of its own and prints the file after mpirun returns.
       Setting("RANKTIME_STATUS_FILE", &Config::status_file, "",
               "a doomed job's first rank to give up writes why here before the job is aborted"),
+      // Off by default: a port is only opened when asked for, on the interface named.
+      Setting("RANKTIME_METRICS_ADDR", &Config::metrics_addr, "",
+              "rank 0 serves Prometheus metrics at http://HOST:PORT/metrics (127.0.0.1:PORT: "
+              "this machine only); empty: off")
+          .run_flag("--metrics-addr", F::kValue),
+      // The alert rule: the same rank last, with at least this lag, in K of the last N steps.
+      // 5 ms, as the straggler warning's threshold: well above scheduling noise.
+      Setting("RANKTIME_ALERT_MIN_LAG_MS", &Config::alert_lag_ms, "5",
+              "alert when one rank is the last to be ready with at least this lag (the largest in "
+              "its step) in RANKTIME_ALERT_TIMES of the last RANKTIME_ALERT_STEPS steps; 0: never")
+          .at_least(0, "milliseconds >= 0")
+          .run_flag("--alert-min-lag-ms", F::kValue),
+      Setting("RANKTIME_ALERT_TIMES", &Config::alert_times, "3",
+              "K: how many of the last RANKTIME_ALERT_STEPS steps the same rank must be last in")
+          .at_least(1, "a step count >= 1")
+          .run_flag("--alert-times", F::kValue),
+      // Five steps: a slowdown is told within two steps of its third occurrence, and one late
+      // step (a checkpoint, a garbage collection) never alerts alone.
+      Setting("RANKTIME_ALERT_STEPS", &Config::alert_steps, "5",
+              "N: the steps the alert rule looks back over (at least RANKTIME_ALERT_TIMES)")
+          .at_least(1, "a step count >= 1")
+          .run_flag("--alert-steps", F::kValue),
+      Setting("RANKTIME_ALERT_MIN_COST_PCT", &Config::alert_cost_pct, "0",
+              "also alert when one rank's cost (how much sooner its step would have ended had "
+              "it been on time) is at least this percentage of the step; 0: off")
+          .at_least(0, "a percentage >= 0")
+          .run_flag("--alert-min-cost-pct", F::kValue),
+      Setting("RANKTIME_ALERT_COMMAND", &Config::alert_command, "",
+              "a shell command rank 0 runs (through /bin/sh -c, in the background) when an alert "
+              "fires, with RANKTIME_ALERT_RANK, _HOST, _LAG_MS, _COST_PCT, _REASON and _STEP in "
+              "its environment")
+          .run_flag("--alert-command", F::kValue),
+      Setting("RANKTIME_ALERT_COMMAND_TIMEOUT_S", &Config::alert_command_timeout_s, "10",
+              "the alert command (and its process group) is killed after this many seconds")
+          .above(0, "seconds > 0"),
+      Setting("RANKTIME_ALERT_INTERVAL_S", &Config::alert_interval_s, "60",
+              "at most one alert per this many seconds")
+          .at_least(0, "seconds >= 0")
+          .run_flag("--alert-interval-seconds", F::kValue),
+      // A long job's timeline where it matters: the slowdown, not the hours before it. Memory:
+      // at most 65,536 records (sizeof(Record) bytes each) per held step on rank 0.
+      Setting("TIMELINE_ON_ALERT", &Config::timeline_on_alert, "0",
+              "with TIMELINE_FILENAME: write nothing but keep the last K steps in memory; when an "
+              "alert or a stall warning fires, write them and the K steps after into "
+              "NAME.alert1.json, NAME.alert2.json, ...; 0: write the whole run")
+          .at_least(0, "a step count >= 0")
+          .run_flag("--timeline-on-alert", F::kValue),
   };
 }
 
@@ -271,22 +350,24 @@ Setting& Setting::run_switch(const char* flag_name, const char* value, const cha
 }
 
 void Setting::parse(const std::string& text, Config* config) const {
-  std::visit(Overloaded{
-                 [&](std::string Config::*f) { config->*f = text; },
-                 [&](bool Config::*f) { config->*f = parse_bool(variable, text); },
-                 [&](int64_t Config::*f) {
-                   // Integers take no exclusive bound (none needs one).
-                   config->*f = parse_int(variable, text, bound, expected);
-                 },
-                 [&](double Config::*f) {
-                   config->*f = parse_number(variable, text, static_cast<double>(bound),
-                                             bound_allowed, expected);
-                 },
-                 [&](LogLevel Config::*f) { config->*f = parse_log_level(variable, text); },
-                 [&](StepWindow Config::*f) { config->*f = parse_step_window(variable, text); },
-                 [&](LaneRanks Config::*f) { config->*f = parse_lane_ranks(variable, text); },
-             },
-             field);
+  std::visit(
+      Overloaded{
+          [&](std::string Config::*f) { config->*f = text; },
+          [&](bool Config::*f) { config->*f = parse_bool(variable, text); },
+          [&](int64_t Config::*f) {
+            // Integers take no exclusive bound (none needs one).
+            config->*f = parse_int(variable, text, bound, expected);
+          },
+          [&](double Config::*f) {
+            config->*f =
+                parse_number(variable, text, static_cast<double>(bound), bound_allowed, expected);
+          },
+          [&](LogLevel Config::*f) { config->*f = parse_log_level(variable, text); },
+          [&](StepWindow Config::*f) { config->*f = parse_step_window(variable, text); },
+          [&](LaneRanks Config::*f) { config->*f = parse_lane_ranks(variable, text); },
+          [&](ListenAddress Config::*f) { config->*f = parse_listen_address(variable, text); },
+      },
+      field);
 }
 
 std::string Setting::show(const Config& config) const {
@@ -303,6 +384,7 @@ std::string Setting::show(const Config& config) const {
                                  (w.every == 1 ? "" : ":" + std::to_string(w.every));
                         },
                         [&](LaneRanks Config::*f) { return (config.*f).text; },
+                        [&](ListenAddress Config::*f) { return (config.*f).text; },
                     },
                     field);
 }

@@ -23,9 +23,9 @@ enum class FlagForm : uint8_t {
 };
 
 // The Config field a setting fills; its type picks the parser.
-using SettingField =
-    std::variant<std::string Config::*, bool Config::*, int64_t Config::*, double Config::*,
-                 LogLevel Config::*, StepWindow Config::*, LaneRanks Config::*>;
+using SettingField = std::variant<std::string Config::*, bool Config::*, int64_t Config::*,
+                                  double Config::*, LogLevel Config::*, StepWindow Config::*,
+                                  LaneRanks Config::*, ListenAddress Config::*>;
 
 struct Setting {
   Setting(const char* variable, SettingField field, const char* default_text, const char* why);

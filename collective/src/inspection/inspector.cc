@@ -105,6 +105,7 @@ std::optional<std::string> Inspector::inspect(int64_t now, const Coordinator& co
     std::string text = describe(ranks, tensors, now);
     RANKTIME_LOG(kWarning, "stall: " << text);
     timeline->instant("STALL", text, now);
+    timeline->write_alert_trace();  // TIMELINE_ON_ALERT: a stall is an alert too
   }
   if (config_.stall_shutdown_s > 0) {
     auto dead = coordinator.stalled(now - static_cast<int64_t>(config_.stall_shutdown_s * 1e9));

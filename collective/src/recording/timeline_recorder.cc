@@ -69,6 +69,12 @@ Status TimelineRecorder::start(const std::string& path, bool mark_cycles,
     on_ = true;
     return Status::Ok();
   }
+  if (hold_steps_ > 0) {  // files only around alerts
+    hold_path_ = path;
+    hold_metadata_ = metadata;
+    on_ = true;
+    return Status::Ok();
+  }
   timeline::TraceWriterOptions options;
   options.path = path;
   options.max_bytes = max_bytes_;
@@ -94,6 +100,8 @@ Status TimelineRecorder::start(const std::string& path, bool mark_cycles,
 void TimelineRecorder::stop() {
   on_ = false;
   outbox_.clear();
+  held_.clear();
+  alert_trace_end_step_ = -1;
   std::lock_guard<std::mutex> lock(writer_mutex_);
   if (writer_) {
     writer_->close();
@@ -117,6 +125,7 @@ void TimelineRecorder::mark_step(std::optional<int64_t> step, int64_t now_ns) {
   const int64_t s = step.value_or(next_step_);
   next_step_ = s + 1;
   marks_.emplace_back(s, now_ns);
+  last_mark_ns_.store(now_ns, std::memory_order_relaxed);
   current_step_.store(s, std::memory_order_relaxed);
   marks_waiting_.store(true, std::memory_order_release);
 }
@@ -141,6 +150,68 @@ void TimelineRecorder::record_steps(std::optional<int64_t> end_ns) {
     open_step_.reset();
   }
   record_regions();
+  if (!marks.empty()) end_alert_trace();
+}
+
+std::string TimelineRecorder::alert_trace_path(const std::string& path, int n) {
+  const std::string tag = ".alert" + std::to_string(n);
+  for (const char* ext : {".json.gz", ".json", ".gz"}) {
+    const size_t len = std::char_traits<char>::length(ext);
+    if (path.size() > len && path.compare(path.size() - len, len, ext) == 0)
+      return path.substr(0, path.size() - len) + tag + ext;
+  }
+  return path + tag;
+}
+
+void TimelineRecorder::write_alert_trace() {
+  if (rank_ != 0 || hold_steps_ <= 0 || !on_ || writer_) return;
+  timeline::TraceWriterOptions options;
+  options.path = alert_trace_path(hold_path_, ++alert_traces_);
+  options.on_error = [](const std::string& message) {
+    RANKTIME_LOG(kError, message << "; training continues without this alert's timeline");
+  };
+  std::string error;
+  auto writer = timeline::TraceWriter::open(options, hold_metadata_, strings_, &error);
+  if (!writer) {
+    RANKTIME_LOG(kError, error << "; training continues without this alert's timeline");
+    return;
+  }
+  RANKTIME_LOG(kWarning, "timeline: writing the " << hold_steps_ << " steps before and after "
+                                                  << "the alert to " << options.path);
+  {
+    std::lock_guard<std::mutex> lock(writer_mutex_);
+    writer_ = std::move(writer);
+  }
+  timeline::install_signal_flush();
+  for (const auto& [step, records] : held_) writer_->push(records.data(), records.size());
+  held_.clear();
+  alert_trace_end_step_ = current_step_.load(std::memory_order_relaxed) + hold_steps_;
+}
+
+void TimelineRecorder::end_alert_trace() {
+  if (!writer_ || alert_trace_end_step_ < 0 ||
+      current_step_.load(std::memory_order_relaxed) < alert_trace_end_step_)
+    return;
+  alert_trace_end_step_ = -1;
+  std::unique_ptr<timeline::TraceWriter> done;
+  {
+    std::lock_guard<std::mutex> lock(writer_mutex_);
+    done.swap(writer_);
+  }
+  done->close();  // once per alert: drains what the writer thread has left
+}
+
+void TimelineRecorder::hold(const Record* records, size_t n) {
+  const int64_t step = current_step_.load(std::memory_order_relaxed);
+  if (held_.empty() || held_.back().first != step) {
+    held_.emplace_back(step, std::vector<Record>());
+    while (!held_.empty() && held_.front().first <= step - hold_steps_) held_.pop_front();
+  }
+  std::vector<Record>& bucket = held_.back().second;
+  const size_t kept =
+      std::min(n, kHeldRecordsPerStep - std::min(kHeldRecordsPerStep, bucket.size()));
+  bucket.insert(bucket.end(), records, records + kept);
+  held_dropped_ += n - kept;
 }
 
 void TimelineRecorder::region(std::string_view name, int64_t step, int64_t begin_ns, int64_t end_ns,
@@ -188,6 +259,10 @@ void TimelineRecorder::emit(const Record& r) { emit(&r, 1); }
 void TimelineRecorder::emit(const Record* records, size_t n) {
   if (writer_) {
     writer_->push(records, n);
+    return;
+  }
+  if (rank_ == 0 && hold_steps_ > 0) {
+    hold(records, n);
     return;
   }
   const size_t kept = std::min(n, kOutboxCapacity - std::min(kOutboxCapacity, outbox_.size()));
@@ -389,7 +464,7 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
 
 void TimelineRecorder::ingest(std::vector<Record>* records, const OffsetEstimator& offset,
                               int source) {
-  if (!writer_) return;
+  if (!writer_ && !(on_ && hold_steps_ > 0)) return;
   for (Record& r : *records) {
     r.ts_ns = offset.to_rank0(r.ts_ns);
     if (timeline::has_end_ns(r.kind)) r.end_ns = offset.to_rank0(r.end_ns);
@@ -401,7 +476,7 @@ void TimelineRecorder::ingest(std::vector<Record>* records, const OffsetEstimato
     }
   }
   keep_regions_in_order(records, source);
-  writer_->push(records->data(), records->size());  // one lock per batch
+  emit(records->data(), records->size());  // one lock per batch
 }
 
 void TimelineRecorder::keep_regions_in_order(std::vector<Record>* records, int source) {
@@ -438,7 +513,7 @@ void TimelineRecorder::set_clock_offsets(std::vector<double> offsets_us,
 }
 
 uint64_t TimelineRecorder::dropped() const {
-  return outbox_dropped_ + (writer_ ? writer_->dropped() : 0);
+  return outbox_dropped_ + held_dropped_ + (writer_ ? writer_->dropped() : 0);
 }
 
 }  // namespace ranktime

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,19 @@ class TimelineRecorder {
   // regions it has dropped so far.
   void learn_regions(int source, const std::vector<std::string>& names, uint64_t dropped);
 
+  // TIMELINE_ON_ALERT=K, before start(): rank 0 writes nothing but keeps the records of the
+  // last K steps (the current one included) in memory (every rank's: the others ship theirs as
+  // usual), at most kHeldRecordsPerStep records a step. write_alert_trace() writes them, and the K
+  // steps after, into PATH.alertN.EXT.
+  void set_hold_steps(int64_t k) { hold_steps_ = k; }
+  static constexpr size_t kHeldRecordsPerStep = size_t{1} << 16;
+  // Rank 0, background thread: an alert or a stall warning fired. Unless an alert trace is being
+  // written, opens the next one with the held steps. Off without TIMELINE_ON_ALERT.
+  void write_alert_trace();
+  // The path of the n-th alert trace (from 1): "t.json" -> "t.alert1.json", "t.json.gz" ->
+  // "t.alert1.json.gz".
+  static std::string alert_trace_path(const std::string& path, int n);
+
   // Background thread: whether rank 0 wants this rank's processing lanes (TIMELINE_RANKS,
   // TIMELINE_ALL_RANKS); kept across start() and stop(). Rank 0's own are always wanted.
   void set_lanes_wanted(bool wanted) { lanes_wanted_ = wanted; }
@@ -82,6 +96,9 @@ class TimelineRecorder {
   bool lanes_on() const { return on_ && (rank_ == 0 || lanes_wanted_); }
   // Steps marked on this rank so far (mark_step()), whether or not recording is on.
   int64_t steps_marked() const { return current_step_.load(std::memory_order_relaxed) + 1; }
+  // When the last step was marked (this rank's clock; 0: none yet), whether or not recording is
+  // on (rank 0's step time in the metrics).
+  int64_t last_mark_ns() const { return last_mark_ns_.load(std::memory_order_relaxed); }
 
   // Rank 0: negotiations finished in one cycle, known complete at `known_ns` (one push).
   void negotiations(const std::vector<Negotiation>& done, int64_t known_ns);
@@ -120,6 +137,10 @@ class TimelineRecorder {
                                   int64_t now_ns);
   // Appends the records of one negotiation to batch_.
   void add_negotiation(const Negotiation& n, int64_t known_ns);
+  // TIMELINE_ON_ALERT: keeps records of the current step (rank 0, no alert trace open).
+  void hold(const timeline::Record* records, size_t n);
+  // Closes the alert trace once its K steps after the alert have passed.
+  void end_alert_trace();
   // Lanes, negotiations and ticks are recorded in this rank's current step (TIMELINE_STEPS).
   bool in_window() const { return steps_.contains(current_step_.load(std::memory_order_relaxed)); }
 
@@ -140,7 +161,8 @@ class TimelineRecorder {
   std::mutex marks_mutex_;
   std::vector<std::pair<int64_t, int64_t>> marks_;  // (step, ns) not yet taken
   std::atomic<bool> marks_waiting_{false};
-  std::atomic<int64_t> current_step_{-1};                 // the last step marked; -1: none yet
+  std::atomic<int64_t> current_step_{-1};  // the last step marked; -1: none yet
+  std::atomic<int64_t> last_mark_ns_{0};
   int64_t next_step_ = 0;                                 // under marks_mutex_
   std::optional<std::pair<int64_t, int64_t>> open_step_;  // background thread: (step, begin ns)
   timeline::StringTable strings_;
@@ -150,6 +172,14 @@ class TimelineRecorder {
   std::unique_ptr<timeline::TraceWriter> writer_;
   std::mutex writer_mutex_;
   std::vector<timeline::Record> outbox_;  // other ranks
+  // TIMELINE_ON_ALERT (rank 0, background thread).
+  int64_t hold_steps_ = 0;
+  std::string hold_path_;
+  timeline::RunMetadata hold_metadata_;
+  std::deque<std::pair<int64_t, std::vector<timeline::Record>>> held_;  // (step, records)
+  uint64_t held_dropped_ = 0;
+  int alert_traces_ = 0;
+  int64_t alert_trace_end_step_ = -1;  // the open alert trace closes when this step begins
   uint64_t outbox_dropped_ = 0;
   std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
   std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)

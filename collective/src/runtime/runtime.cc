@@ -52,11 +52,13 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   timeline_->set_limits(config_.timeline_steps,
                         static_cast<uint64_t>(config_.timeline_max_mb * (1 << 20)),
                         static_cast<uint64_t>(config_.timeline_keep_files));
+  timeline_->set_hold_steps(config_.timeline_on_alert);
   if (rank() == 0) {
     coordinator_ =
         std::make_unique<Coordinator>(size(), &timeline_->tensor_ids(),
                                       static_cast<size_t>(config_.cache_capacity), &sets_.table());
     inspector_ = std::make_unique<Inspector>(size(), config_, &peers_.hostnames);
+    live_ = std::make_unique<LiveMonitor>(config_, size(), &peers_.hostnames);
   }
   finals_.assign(size(), 0);
   timeline_acks_.assign(size(), 0);
@@ -318,7 +320,10 @@ bool Runtime::coordinator_step() {
     now = clock_.now_ns();
     timeline_->negotiations(negotiations_, now);
     inspector_->add(negotiations_);
+    live_->negotiations(negotiations_);
   }
+  live_->tick(now, timeline_->steps_marked(), timeline_->last_mark_ns(), *inspector_, *coordinator_,
+              timeline_.get());
   if (inspector_->due(now) && busy()) {
     if (auto reason = inspector_->inspect(now, *coordinator_, timeline_.get())) {
       request_shutdown_everywhere(0, std::move(*reason), /*fatal=*/true);
@@ -431,6 +436,11 @@ bool Runtime::deliver(Backend& backend) {
     any = true;
     timeline_->processed(c.response, c.entries, c.arrival_ns, c.start_ns, c.end_ns, c.log, c.status,
                          c.per_tensor ? &c.entry_logs : nullptr);
+    if (live_) {
+      uint64_t bytes = 0;
+      for (const TensorEntry* e : c.entries) bytes += e->view.num_bytes();
+      live_->processed(c.response.op, bytes);
+    }
     for (TensorEntry* e : c.entries) complete(e, c.status);
   });
   return any;

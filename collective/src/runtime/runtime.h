@@ -29,6 +29,7 @@
 #include "core/config.h"
 #include "core/tensor_entry.h"
 #include "inspection/inspector.h"
+#include "live/live_monitor.h"
 #include "negotiation/coordinator.h"
 #include "negotiation/response_cache.h"
 #include "recording/timeline_recorder.h"
@@ -183,6 +184,7 @@ class Runtime {
   std::unique_ptr<Coordinator> coordinator_;           // rank 0
   WorkerCache worker_cache_;                           // other ranks: rank 0's cache ids
   std::unique_ptr<Inspector> inspector_;               // rank 0
+  std::unique_ptr<LiveMonitor> live_;                  // rank 0: alerts and metrics
   std::vector<int64_t> finals_;                        // rank 0: final messages seen, per rank
   std::vector<int64_t> timeline_acks_;                 // rank 0: timeline-stop acks seen, per rank
   int64_t timeline_stops_ = 0;                         // rank 0: timeline stops executed
