@@ -643,8 +643,9 @@ TEST(Wire, CachedIdsAndReadyTimesOfDifferentCountsThrow) {
   EXPECT_THROW(encode(m, &bytes), WireError);
   m.cached_ready_ns = {5, 6};
   bytes = encoded(m);
-  // The ready-time count sits 12 bytes before the end (evictions_seen 8, record count 4).
-  put_u32(&bytes, bytes.size() - 12 - 4 - 16, 1);
+  // The ready-time count sits before the ready times (16), evictions_seen 8, the record count 4
+  // and the region fields 12 (name count 4, regions_dropped 8).
+  put_u32(&bytes, bytes.size() - 12 - 12 - 4 - 16, 1);
   EXPECT_THROW(decode_worker_message(bytes.data(), bytes.size()), WireError);
 }
 
