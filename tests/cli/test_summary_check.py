@@ -189,6 +189,28 @@ def test_truncated_file_still_summarises(cli, slow_trace):
     assert lateness_by_rank(summary)[2]["mean_lag_ms"] == pytest.approx(20.0)
 
 
+def test_regions_are_left_alone_and_their_drops_are_one_line(cli, slow_trace, tmp_path):
+    """Rank processes (pid 1e9 + r) with their regions: summary's figures are unchanged, check
+    passes, and regions_dropped in the closing metadata is a note line."""
+    before = summary_json(slow_trace)
+    events = events_of(slow_trace)
+    regions = [
+        '{"name":"process_name","ph":"M","pid":1000000002,"tid":0,"args":{"name":"rank 2"}}',
+        '{"name":"thread_name","ph":"M","pid":1000000002,"tid":1,"args":{"name":"regions"}}',
+        '{"name":"data","ph":"X","pid":1000000002,"tid":1,"ts":10.0,"dur":20000.0}',
+        '{"name":"<\\/script>","ph":"X","pid":1000000002,"tid":1,"ts":10.0,"dur":5.0,'
+        '"args":{"blocked_us":1.5}}',
+    ]
+    end = events[-1].replace('"events_dropped":', '"regions_dropped":7,"events_dropped":')
+    path = write_events(tmp_path / "regions.json", events[:-1] + regions + [end])
+    assert ranktime("check", path).returncode == 0, ranktime("check", path).stdout
+    after = summary_json(path)
+    assert lateness_by_rank(after) == lateness_by_rank(before)
+    result = ranktime("summary", path)
+    assert ("note: the ranks dropped 7 regions (recorded faster than they could be shipped to "
+            "rank 0)") in result.stdout.splitlines()
+
+
 # --- per step -----------------------------------------------------------------------------------
 
 def test_by_step_csv_without_step_marks(cli, tmp_path):

@@ -173,7 +173,7 @@ def test_timeline_passes_ranktime_check():
 @ranktime.region("forward")
 def forward_pass(x):
     """A decorated function: each call is a region named "forward"."""
-    return ranktime.allreduce(x, name="region.grad")
+    return ranktime.allreduce(x, name="region.grad", op=ranktime.Sum)
 
 
 def test_regions_from_with_and_decorator_nest_on_each_ranks_thread():

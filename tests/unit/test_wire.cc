@@ -438,7 +438,7 @@ uint32_t get_u32(const std::vector<uint8_t>& bytes, size_t at) {
 // from the end, which is laid out as: ... request count 4 | name len 2, "x" 1 | op, reduce_op,
 // dtype | device 4, root 4, flags 1 | shape count 4, dim 8 | ready_ns 8 | argument len 4 |
 // error len 4 | group len 2 | group size 4 | process_set 4 | cached id count 4 | cached ready
-// count 4 | evictions_seen 8 | record count 4.
+// count 4 | evictions_seen 8 | record count 4 | region name count 4 | regions_dropped 8.
 std::vector<uint8_t> one_request_message() {
   WorkerMessage m;
   Request q;
@@ -451,17 +451,19 @@ std::vector<uint8_t> one_request_message() {
   return encoded(m);
 }
 
-constexpr size_t kRecordCountFromEnd = 4;
-constexpr size_t kCachedReadyCountFromEnd = 16;
-constexpr size_t kCachedIdsCountFromEnd = 20;
-constexpr size_t kProcessSetFromEnd = 24;
-constexpr size_t kGroupSizeFromEnd = 28;
-constexpr size_t kGroupLenFromEnd = 30;
-constexpr size_t kErrorLenFromEnd = 34;
-constexpr size_t kArgumentLenFromEnd = 38;
-constexpr size_t kShapeCountFromEnd = 58;
-constexpr size_t kOpFromEnd = 70;
-constexpr size_t kRequestCountFromEnd = 77;
+// After the records: region name count 4 | regions_dropped 8.
+constexpr size_t kRegionNameCountFromEnd = 12;
+constexpr size_t kRecordCountFromEnd = 16;
+constexpr size_t kCachedReadyCountFromEnd = 28;
+constexpr size_t kCachedIdsCountFromEnd = 32;
+constexpr size_t kProcessSetFromEnd = 36;
+constexpr size_t kGroupSizeFromEnd = 40;
+constexpr size_t kGroupLenFromEnd = 42;
+constexpr size_t kErrorLenFromEnd = 46;
+constexpr size_t kArgumentLenFromEnd = 50;
+constexpr size_t kShapeCountFromEnd = 70;
+constexpr size_t kOpFromEnd = 82;
+constexpr size_t kRequestCountFromEnd = 89;
 
 TEST(Wire, WorkerLayoutIsWhatTheCorruptionTestsAssume) {
   auto bytes = one_request_message();
@@ -513,7 +515,9 @@ TEST(Wire, WorkerHugeCountsThrow) {
                                                      {kCachedReadyCountFromEnd, 0xffffffff},
                                                      {kCachedReadyCountFromEnd, 1},
                                                      {kRecordCountFromEnd, 0xffffffff},
-                                                     {kRecordCountFromEnd, 1}};
+                                                     {kRecordCountFromEnd, 1},
+                                                     {kRegionNameCountFromEnd, 0xffffffff},
+                                                     {kRegionNameCountFromEnd, 1}};
   for (auto [from_end, value] : corruptions) {
     auto bytes = one_request_message();
     const size_t at = bytes.size() - from_end;
@@ -639,8 +643,9 @@ TEST(Wire, CachedIdsAndReadyTimesOfDifferentCountsThrow) {
   EXPECT_THROW(encode(m, &bytes), WireError);
   m.cached_ready_ns = {5, 6};
   bytes = encoded(m);
-  // The ready-time count sits 12 bytes before the end (evictions_seen 8, record count 4).
-  put_u32(&bytes, bytes.size() - 12 - 4 - 16, 1);
+  // The ready-time count sits before the ready times (16), evictions_seen 8, the record count 4
+  // and the region fields 12 (name count 4, regions_dropped 8).
+  put_u32(&bytes, bytes.size() - 12 - 12 - 4 - 16, 1);
   EXPECT_THROW(decode_worker_message(bytes.data(), bytes.size()), WireError);
 }
 

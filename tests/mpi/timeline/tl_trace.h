@@ -396,6 +396,10 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
     }
     if (pid >= kRankProcessPidBase) {  // a rank's own process: its regions (user-named)
       if (ph == "X") t.regions.push_back(e);
+      if (ph == "M" && args.contains("name") && args["name"].is_string()) {
+        if (name == "process_name") t.process_names[pid] = args["name"];
+        if (name == "thread_name") t.thread_names[{pid, tid}] = args["name"];
+      }
       continue;
     }
     if (ph == "M") {
