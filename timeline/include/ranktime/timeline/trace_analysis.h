@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ranktime/timeline/causes.h"
 #include "ranktime/timeline/trace_reader.h"
 #include "ranktime/timeline/trace_waits.h"
 
@@ -222,6 +223,8 @@ struct Summary {
   // Per step, with SummaryOptions::by_step. steps_from_marks says how steps were found.
   std::vector<StepStat> steps;
   bool steps_from_marks = false;
+  // Why the late ranks were late, from their regions (needs the step marks: the regions' steps).
+  Causes causes;
 };
 
 // busbw / algbw for `op` ("ALLREDUCE", ...) on n ranks, per nccl-tests; 0 when not applicable.
