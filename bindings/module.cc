@@ -231,6 +231,13 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "mark_step", [](std::optional<int64_t> step) { mark_step(step); },
       py::arg("step") = py::none());
+  m.def(
+      "region_begin", [](std::string_view name) { region_begin(name); }, py::arg("name"),
+      "Begins region `name` on this thread (see ranktime.region).");
+  m.def(
+      "region_end", [](std::string_view name) { region_end(name); }, py::arg("name"),
+      "Ends region `name`, the innermost open on this thread; raises RanktimeError naming the "
+      "region and the rank when it is not.");
   m.def("stop_timeline", [] {
     Status status;
     {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   int steps = 10, warmup = 1, slow_rank = -1, small_tensors = 0;
   int64_t small_elements = 256;
   double delay_ms = 0, compute_us = 0, scale = 1;
-  std::string dtype_name = "float32", device = "cpu";
+  std::string dtype_name = "float32", device = "cpu", slow_region;
   bool no_verify = false, quiet = false, no_barrier = false;
   app.add_option("--workload", workload_path, "workload file: name<TAB>shape<TAB>elements");
   app.add_option("--small-tensors", small_tensors, "instead of a file: this many small tensors");
@@ -85,6 +86,11 @@ int main(int argc, char** argv) {
   app.add_option("--slow-rank", slow_rank,
                  "this rank sleeps --delay-ms before each step's submissions");
   app.add_option("--delay-ms", delay_ms, "the slow rank's delay per step")->capture_default_str();
+  app.add_option("--slow-region", slow_region,
+                 "every rank marks each step's regions: data, forward, backward (the submissions "
+                 "and the waits), optimizer (the check of the results); the slow rank's "
+                 "--delay-ms sleep runs inside the region of this name (any other name: a region "
+                 "of its own, between data and forward)");
   app.add_option("--compute-us", compute_us, "simulated compute between two submissions")
       ->capture_default_str();
   app.add_flag("--no-verify", no_verify, "skip checking the results");
@@ -182,10 +188,33 @@ int main(int argc, char** argv) {
     // Untimed: every rank starts the step together, so the only skew is the slow rank's delay
     // (filling 100 MB takes uneven time when ranks share cores).
     if (!no_barrier) ranktime::barrier();
-    if (rank == slow_rank && delay_ms > 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000)));
+    // With --slow-region every rank marks the step's regions, and the slow rank sleeps in one.
+    const bool regions = !slow_region.empty();
+    const auto slow_delay = [&](const std::string& region) {
+      if (rank == slow_rank && delay_ms > 0 && region == slow_region) {
+        std::this_thread::sleep_for(
+            std::chrono::microseconds(static_cast<int64_t>(delay_ms * 1000)));
+      }
+    };
+    std::optional<ranktime::Region> region;
+    const auto enter = [&](const std::string& name) {
+      region.reset();
+      if (!regions) return;
+      region.emplace(name);
+      slow_delay(name);
+    };
+    if (regions) {
+      enter("data");
+      if (slow_region != "data" && slow_region != "forward" && slow_region != "backward" &&
+          slow_region != "optimizer") {
+        enter(slow_region);
+      }
+      enter("forward");
+    } else {
+      slow_delay(slow_region);  // no regions: the sleep before the submissions, as always
     }
     auto t0 = std::chrono::steady_clock::now();
+    enter("backward");
     for (size_t k = 0; k < tensors.size(); ++k) {
       size_t t = tensors.size() - 1 - k;  // backward: last layer first
       if (compute_us > 0 && k > 0) {
@@ -209,6 +238,7 @@ int main(int argc, char** argv) {
       step_ms.push_back(ms);
       if (!quiet && rank == 0) std::printf("step %d: %.3f ms\n", step - warmup, ms);
     }
+    enter("optimizer");
     if (!no_verify && failures == 0) {
       for (size_t t = 0; t < tensors.size(); ++t) {
         to_host(t);

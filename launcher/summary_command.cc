@@ -242,6 +242,10 @@ int run_summary(const SummaryCommandOptions& o) {
       std::cout << "note: the writer dropped " << s.run.events_dropped
                 << " events (its buffer was full)\n";
     }
+    if (s.run.regions_dropped > 0) {
+      std::cout << "note: the ranks dropped " << s.run.regions_dropped
+                << " regions (recorded faster than they could be shipped to rank 0)\n";
+    }
   }
   for (const auto& t : tables) {
     if (t.name == "run" && o.table.empty()) continue;  // said in the header lines

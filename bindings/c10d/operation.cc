@@ -94,6 +94,7 @@ std::exception_ptr Work::exception() const { return op_->error(); }
 std::vector<at::Tensor> Work::result() { return op_->outputs(); }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
+  ::ranktime::detail::BlockedScope blocked;  // waiting for other ranks: not a region's own time
   if (timeout == kNoTimeout) {
     op_->complete();
   } else if (!op_->wait_done(timeout)) {

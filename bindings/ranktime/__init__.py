@@ -22,6 +22,7 @@ from ._core import (Average, InvalidArgumentError, Max, Min, NameInFlightError, 
                     RankLateness, RanktimeError, ReduceOp, Sum, cross_rank, cross_size,
                     is_initialized, lateness, local_rank, local_size, rank, size)
 from ._process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
+from ._regions import region, region_begin, region_end
 from ._timeline import mark_step, start_timeline, stop_timeline, timeline
 
 RanktimeError.__module__ = "ranktime"
@@ -45,6 +46,7 @@ __all__ = [
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
     "ReduceOp", "Sum", "Average", "Min", "Max", "Product",
     "start_timeline", "stop_timeline", "timeline", "mark_step", "lateness", "RankLateness",
+    "region", "region_begin", "region_end",
 ]
 
 

@@ -365,6 +365,45 @@ TEST(TraceCheck, StepMarks) {
   EXPECT_TRUE(no_dur.has("STEP slice of rank 0 has no \"dur\" >= 0")) << no_dur.all_messages();
 }
 
+// Regions: each rank's own process (pid 1e9 + r), thread 1 `regions`, user-named slices that nest.
+TEST(TraceCheck, RegionsNestOnTheirRanksThread) {
+  const std::vector<std::string> events = event_lines(testing::synthetic_text(small_trace()));
+  const auto with = [&](const std::vector<std::string>& regions) {
+    std::vector<std::string> out = events;
+    out.insert(out.end() - 1, regions.begin(), regions.end());  // before ranktime_run_end
+    return check_text(join_events(out));
+  };
+  const std::string pid = "\"pid\":1000000001";
+  const std::vector<std::string> names = {"{\"name\":\"process_name\",\"ph\":\"M\"," + pid +
+                                              ",\"tid\":0,\"args\":{\"name\":\"rank 1\"}}",
+                                          "{\"name\":\"thread_name\",\"ph\":\"M\"," + pid +
+                                              ",\"tid\":1,\"args\":{\"name\":\"regions\"}}"};
+  const auto slice = [&](const std::string& name, double ts, double dur, const std::string& args,
+                         int tid = 1) {
+    return "{\"name\":\"" + name + "\",\"ph\":\"X\"," + pid + ",\"tid\":" + std::to_string(tid) +
+           ",\"ts\":" + std::to_string(ts) + ",\"dur\":" + std::to_string(dur) + args + "}";
+  };
+  std::vector<std::string> good = names;
+  good.push_back(slice("step", 10, 50, ""));
+  good.push_back(slice("<\\/script><script>", 10, 20, ",\"args\":{\"blocked_us\":3.5}"));
+  good.push_back(slice("backward", 30, 30, ""));
+  Checked nested = with(good);
+  EXPECT_TRUE(nested.checker.ok()) << nested.all_messages();
+
+  std::vector<std::string> overlap = names;
+  overlap.push_back(slice("data", 10, 20, ""));
+  overlap.push_back(slice("forward", 20, 20, ""));
+  EXPECT_TRUE(with(overlap).has("slices on one thread must nest")) << with(overlap).all_messages();
+
+  std::vector<std::string> blocked = names;
+  blocked.push_back(slice("data", 10, 20, ",\"args\":{\"blocked_us\":-1}"));
+  EXPECT_TRUE(with(blocked).has("has a \"blocked_us\" that is not a number >= 0"));
+
+  std::vector<std::string> other_thread = names;
+  other_thread.push_back(slice("data", 10, 20, "", 2));
+  EXPECT_TRUE(with(other_thread).has("process has only its regions thread"));
+}
+
 // TIMELINE_RANKS / TIMELINE_ALL_RANKS=0: the other ranks' missing lanes are expected; a lane the
 // run did not choose is a violation, except with slowest:K, whose choice moves.
 TEST(TraceCheck, LanesOfChosenRanksOnly) {

@@ -168,3 +168,61 @@ def test_timeline_passes_ranktime_check():
     read_timeline(path)
     check = subprocess.run([CLI, "check", path], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@ranktime.region("forward")
+def forward_pass(x):
+    """A decorated function: each call is a region named "forward"."""
+    return ranktime.allreduce(x, name="region.grad")
+
+
+def test_regions_from_with_and_decorator_nest_on_each_ranks_thread():
+    """`with ranktime.region(...)` and `@ranktime.region(...)`: slices on the `regions` thread of
+    each rank's process, nested, names kept as text; `ranktime check` passes on the file."""
+    path = shared_path("regions")
+    name = "</script><script>alert(1)</script>"
+    with ranktime.timeline(path):
+        for _ in range(2):
+            ranktime.mark_step()
+            with ranktime.region("step"):
+                with ranktime.region(name):
+                    pass
+                out = forward_pass(np.ones(4))
+    assert out[0] == ranktime.size()  # the decorated function's result
+    assert forward_pass.__name__ == "forward_pass"
+    ranktime.barrier()
+    if ranktime.rank() != 0:
+        return
+    events = read_timeline(path)
+    names = process_names(events)
+    for rank in range(ranktime.size()):
+        pid = 1_000_000_000 + rank
+        assert names[pid] == "rank %d" % rank
+        slices = [e for e in events if e.get("ph") == "X" and e["pid"] == pid]
+        assert [e["name"] for e in slices] == ["step", name, "forward"] * 2
+        assert all(e["tid"] == 1 for e in slices)
+        for outer, inner in ((0, 1), (0, 2), (3, 4), (3, 5)):
+            o, i = slices[outer], slices[inner]
+            assert o["ts"] <= i["ts"] and i["ts"] + i["dur"] <= o["ts"] + o["dur"] + 0.002
+    if os.access(CLI, os.X_OK):
+        check = subprocess.run([CLI, "check", path], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_region_misuse_raises_naming_the_region_and_the_rank():
+    with pytest.raises(ranktime.RanktimeError, match=r'"not begun".* on rank %d' % ranktime.rank()):
+        ranktime.region_end("not begun")
+    ranktime.region_begin("outer")
+    ranktime.region_begin("inner")
+    with pytest.raises(ranktime.RanktimeError, match='"inner", begun inside it, is still open'):
+        ranktime.region_end("outer")
+    ranktime.region_end("inner")
+    ranktime.region_end("outer")
+    with pytest.raises(TypeError):
+        ranktime.region(3)
+    # An exception inside the block still ends the region (no region is left open).
+    with pytest.raises(KeyError):
+        with ranktime.region("raises"):
+            raise KeyError("x")
+    with pytest.raises(ranktime.RanktimeError, match="no region is open"):
+        ranktime.region_end("raises")

@@ -168,7 +168,7 @@ TEST_F(RecorderTest, AnotherRanksFusedBatchBecomesEveryTensorsLaneOnRankZerosClo
   // Rank 1's clock is 5 ms ahead of rank 0's.
   OffsetEstimator offset_of_rank1;
   ASSERT_TRUE(offset_of_rank1.add({0, 5 * kMs, 5 * kMs, 0}));
-  recorder->ingest(&shipped, offset_of_rank1);
+  recorder->ingest(&shipped, offset_of_rank1, 1);
   recorder->stop();
 
   for (int i = 0; i < 3; ++i) {

@@ -47,6 +47,8 @@ void expect_same(const WorkerMessage& a, const WorkerMessage& b) {
   EXPECT_EQ(a.cached_ids, b.cached_ids);
   EXPECT_EQ(a.cached_ready_ns, b.cached_ready_ns);
   EXPECT_EQ(a.evictions_seen, b.evictions_seen);
+  EXPECT_EQ(a.region_names, b.region_names);
+  EXPECT_EQ(a.regions_dropped, b.regions_dropped);
 }
 
 void expect_same(const ResponseList& a, const ResponseList& b) {
@@ -178,6 +180,8 @@ WorkerMessage rich_worker_message() {
   m.cached_ids = {1, 0xffffffff};
   m.cached_ready_ns = {-7, INT64_MAX};
   m.evictions_seen = 0x0102030405060708;
+  m.region_names = {"data", "</script><script>", std::string("nul\0inside", 10)};
+  m.regions_dropped = 0x0a0b0c0d0e0f1011;
   return m;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "json_text.h"
+#include "ranktime/timeline/trace_names.h"
 
 namespace ranktime::timeline {
 
@@ -336,6 +337,10 @@ size_t EventFormatter::append_run_end(const RunEnd& end, TextBuffer* out) {
   append_doubles(end.clock_offsets_us, out);
   out->append(",\"clock_uncertainty_us\":");
   append_doubles(end.clock_uncertainty_us, out);
+  if (end.regions_dropped != 0) {
+    out->append(",\"regions_dropped\":");
+    json::append_int(static_cast<int64_t>(end.regions_dropped), out);
+  }
   if (!end.next_file.empty()) {
     out->append(",\"next_file\":");
     append_quoted(end.next_file, out);
@@ -348,6 +353,7 @@ void EventFormatter::start_file() {
   tensors_.clear();
   sparse_tensors_.clear();
   step_threads_named_.clear();
+  region_threads_named_.clear();
   for (LaneBatch& batch : batches_) batch.subphases_written = false;
 }
 
@@ -626,6 +632,38 @@ size_t EventFormatter::append_step(const Record& record, TextBuffer* out) {
   return events + 1;
 }
 
+size_t EventFormatter::append_region(const Record& record, TextBuffer* out) {
+  if (record.rank < 0) return 0;  // corrupt
+  const auto rank = static_cast<size_t>(record.rank);
+  const int64_t pid = rank_process_pid(record.rank);
+  size_t events = 0;
+  if (rank >= region_threads_named_.size()) region_threads_named_.resize(rank + 1);
+  if (!region_threads_named_[rank]) {
+    region_threads_named_[rank] = true;
+    open_metadata("process_name", pid, 0, out);
+    out->append("\"name\":\"rank ");
+    json::append_int(record.rank, out);
+    out->append("\"}}");
+    // After every tensor's process (sorted by string id, far below the base).
+    open_metadata("process_sort_index", pid, 0, out);
+    out->append("\"sort_index\":");
+    json::append_int(pid, out);
+    out->append("}}");
+    events += 2 + name_thread(pid, kRegionsThreadTid, "\"regions\"", out);
+  }
+  const std::string& name = quoted(record.args.region.name_string);
+  EventText t(out, kEventRoom + name.size());
+  t.complete(name, pid, kRegionsThreadTid, record.ts_ns - start_ns_, record.end_ns - start_ns_);
+  if (record.args.region.blocked_ns > 0) {
+    t.lit(",\"args\":{\"blocked_us\":");
+    t.us3(record.args.region.blocked_ns);
+    t.chr('}');
+  }
+  t.chr('}');
+  note_time(record.end_ns);
+  return events + 1;
+}
+
 size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
   const int64_t pid = int64_t{record.tensor} + 1;
   const int64_t lane_tid = int64_t{record.rank} + 1;
@@ -690,6 +728,8 @@ size_t EventFormatter::append_record(const Record& record, TextBuffer* out) {
       return append_negotiation(record, out);
     case RecordKind::kStep:
       return append_step(record, out);
+    case RecordKind::kRegion:
+      return append_region(record, out);
     case RecordKind::kCycle: {
       EventText t(out, kEventRoom);
       t.lit(",\n{\"name\":\"CYCLE_START\",\"ph\":\"i\",\"s\":\"p\",\"pid\":0,\"tid\":0,\"ts\":");

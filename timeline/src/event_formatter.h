@@ -18,6 +18,9 @@ namespace ranktime::timeline {
 struct RunEnd {
   uint64_t events_written = 0;  // events in this file, the run end included
   uint64_t events_dropped = 0;  // records dropped in the run so far
+  // Regions dropped in the run so far, every rank's (a rank recorded them faster than they could
+  // be shipped); written only when not 0.
+  uint64_t regions_dropped = 0;
   std::vector<double> clock_offsets_us;
   std::vector<double> clock_uncertainty_us;
   std::string next_file;  // where recording goes on (a size budget rotated it); empty: none
@@ -100,6 +103,7 @@ class EventFormatter {
   size_t append_negotiation(const Record& record, TextBuffer* out);
   size_t append_negotiation(const OpenSlice& begin, const Record& end, TextBuffer* out);
   size_t append_step(const Record& record, TextBuffer* out);
+  size_t append_region(const Record& record, TextBuffer* out);
   // The flow arrow into rank 0's operation slice of `tensor` beginning at `op_ns`, if one waits.
   size_t append_flow(uint32_t tensor, int64_t op_ns, TextBuffer* out);
   TensorState& tensor_state(uint32_t tensor);
@@ -122,6 +126,7 @@ class EventFormatter {
   std::vector<OpenSlice> open_operations_;                     // by (uint16_t) rank
   std::unordered_map<uint32_t, OpenSlice> open_negotiations_;  // by tensor
   std::vector<bool> step_threads_named_;                       // by rank
+  std::vector<bool> region_threads_named_;                     // by rank
   std::vector<std::string> quoted_phases_;
 };
 

@@ -188,6 +188,7 @@ struct TraceWriter::Impl {
   uint64_t flushes_done = 0;  // flush requests whose records are on disk
 
   std::atomic<uint64_t> dropped{0};
+  std::atomic<uint64_t> regions_dropped{0};
   std::atomic<uint64_t> events_written{0};
   std::atomic<uint64_t> files_opened{0};
 
@@ -397,6 +398,7 @@ bool TraceWriter::Impl::write_chunk(size_t events, bool last, const std::string&
     // events_written counts every event in the file, this one included: the array's length.
     end.events_written = file_events + events + 1;
     end.events_dropped = dropped.load(std::memory_order_relaxed);
+    end.regions_dropped = regions_dropped.load(std::memory_order_relaxed);
     end.next_file = next_file;
     events += formatter.append_run_end(end, &chunk);
   }
@@ -540,6 +542,10 @@ void TraceWriter::close() {
   // (and waits on the close) or finds it gone after the close is complete.
   impl_->close();
   detail::unregister_open_writer(impl_.get());
+}
+
+void TraceWriter::set_regions_dropped(uint64_t regions) {
+  impl_->regions_dropped.store(regions, std::memory_order_relaxed);
 }
 
 uint64_t TraceWriter::dropped() const { return impl_->dropped.load(std::memory_order_relaxed); }

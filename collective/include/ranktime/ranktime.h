@@ -223,6 +223,51 @@ Status stop_timeline();
 // these steps. Cheap (no communication) and never fails; a no-op before init().
 void mark_step(std::optional<int64_t> step = std::nullopt);
 
+// Regions: named parts of this rank's own work in a step ("data", "forward", "backward",
+// "optimizer", ...), recorded against this rank's clock and written in rank 0's timeline as slices
+// on the `regions` thread of the rank's process (`rank R`), with `blocked_us`: the time the thread
+// spent blocked inside ranktime (waiting for other ranks) during the region. Regions nest, per
+// thread: an end must name the innermost region open on the calling thread. Names are the user's
+// text (any bytes; not empty). Recorded while the timeline is on (TIMELINE_STEPS and
+// TIMELINE_RANKS apply as to processing lanes); a no-op for the trace otherwise, the nesting is
+// still checked. GPU builds also push an NVTX range of the same name.
+// Throws Error for an empty name.
+void region_begin(std::string_view name);
+// Throws Error, naming the region and the rank, when `name` is not the innermost region open on
+// this thread (never begun, begun on another thread, or a region begun inside it is still open).
+void region_end(std::string_view name);
+
+// A region for the lifetime of the object: `ranktime::Region r("data");`.
+class Region {
+ public:
+  explicit Region(std::string_view name) : name_(name) { region_begin(name_); }
+  // Ends the region; a mismatch (a region_end() of it meanwhile) is logged, not thrown.
+  ~Region();
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+ private:
+  std::string name_;
+};
+
+namespace detail {
+// Marks a span of time in which the calling thread is blocked inside ranktime, waiting for other
+// ranks (Handle::wait(), the torch backend's wait): regions leave it out of their own time.
+// Nested scopes on one thread count once.
+class BlockedScope {
+ public:
+  BlockedScope();
+  ~BlockedScope();
+  BlockedScope(const BlockedScope&) = delete;
+  BlockedScope& operator=(const BlockedScope&) = delete;
+
+ private:
+  int64_t start_ns_ = 0;
+};
+// Nanoseconds this thread has spent in BlockedScopes so far.
+int64_t thread_blocked_ns();
+}  // namespace detail
+
 // How late each rank was behind the first rank to become ready, over the negotiations rank 0
 // has seen (a sliding window, plus totals since start). Kept whether or not the timeline is on.
 struct RankLateness {

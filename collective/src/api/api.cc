@@ -5,9 +5,13 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "backends/factory.h"
 #include "backends/mpi/job_abort.h"
 #include "backends/mpi/mpi_world.h"
 #include "core/config.h"
+#include "core/log.h"
+#include "core/wire.h"
+#include "recording/region_stack.h"
 #include "runtime/runtime.h"
 
 namespace ranktime {
@@ -22,6 +26,10 @@ bool g_we_initialized_mpi = false;
 // could wait for the rank it gave up on, and the job is being aborted anyway (job_abort.h).
 void retire(std::unique_ptr<Runtime> r, const std::string& why) {
   if (!r) return;
+  for (const std::string& name : open_regions_everywhere()) {
+    RANKTIME_LOG(kWarning, "region \"" << name << "\" is still open at shutdown on rank "
+                                       << r->rank() << "; it is left out of the timeline");
+  }
   r->shutdown(why);
   if (r->hung() || r->doomed()) {
     r.release();
@@ -244,6 +252,77 @@ Status join(int device, int* last_joined_rank) {
 void mark_step(std::optional<int64_t> step) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_runtime) g_runtime->mark_step(step);
+}
+
+namespace {
+
+// "ranktime::region_end("data") on rank 1: <why>": what a region error says.
+std::string region_error(const char* caller, std::string_view name, const std::string& why) {
+  std::string where;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    where =
+        g_runtime ? " on rank " + std::to_string(g_runtime->rank()) : " (ranktime is not running)";
+  }
+  return std::string("ranktime::") + caller + "(\"" + std::string(name) + "\")" + where + ": " +
+         why;
+}
+
+}  // namespace
+
+void region_begin(std::string_view name) {
+  if (name.empty()) throw Error(region_error("region_begin", name, "a region needs a name"));
+  if (name.size() > kMaxNameBytes) {
+    throw Error(region_error("region_begin", name.substr(0, 64),
+                             "the name has " + std::to_string(name.size()) + " bytes; at most " +
+                                 std::to_string(kMaxNameBytes)));
+  }
+  const int64_t blocked_ns = detail::thread_blocked_ns();
+  int64_t begin_ns = 0;
+  int64_t step = -1;
+  bool recorded = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_runtime) {
+      begin_ns = g_runtime->now_ns();
+      step = g_runtime->current_step();
+      recorded = true;
+    }
+  }
+  device_range_begin(this_thread_regions().push(name, begin_ns, blocked_ns, step, recorded));
+}
+
+void region_end(std::string_view name) {
+  thread_local OpenRegion ended;
+  RegionStack& stack = this_thread_regions();
+  std::string why = stack.pop(name, &ended);
+  if (!why.empty()) {
+    if (!stack.contains(name) && region_open_on_other_thread(name))
+      why = "it was begun on another thread; a region ends on the thread that began it";
+    throw Error(region_error("region_end", name, why));
+  }
+  device_range_end();
+  if (!ended.recorded) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_runtime) return;
+  for (const std::string& outer :
+       stack.hold({ended.name, ended.step, ended.begin_ns, g_runtime->now_ns(),
+                   detail::thread_blocked_ns() - ended.blocked_ns})) {
+    RANKTIME_LOG(kWarning, "region \"" << outer << "\" on rank " << g_runtime->rank()
+                                       << " holds more than " << RegionStack::kMaxHeld
+                                       << " regions; it is left out of the timeline so that "
+                                          "they can be written (regions are written in order)");
+  }
+  for (const ClosedRegion& r : stack.ready())
+    g_runtime->region(r.name, r.step, r.begin_ns, r.end_ns, r.blocked_ns);
+}
+
+Region::~Region() {
+  try {
+    region_end(name_);
+  } catch (const Error& e) {
+    RANKTIME_LOG(kWarning, e.what());
+  }
 }
 
 std::vector<RankLateness> lateness() { return runtime("lateness()").lateness(); }

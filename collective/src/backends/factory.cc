@@ -2,6 +2,8 @@
 #include "backends/factory.h"
 
 #if RANKTIME_WITH_CUDA
+#include <nvtx3/nvToolsExt.h>
+
 #include "backends/gpu/gpu_backend.h"
 #endif
 
@@ -30,6 +32,20 @@ std::string check_device(int device) {
 #else
   return "device tensors (device " + std::to_string(device) +
          ") need ranktime's GPU path, which this build does not have";
+#endif
+}
+
+void device_range_begin(const std::string& name) {
+#if RANKTIME_WITH_CUDA
+  nvtxRangePushA(name.c_str());  // a no-op unless a profiler is attached
+#else
+  (void)name;
+#endif
+}
+
+void device_range_end() {
+#if RANKTIME_WITH_CUDA
+  nvtxRangePop();
 #endif
 }
 

@@ -22,4 +22,9 @@ std::unique_ptr<Backend> make_device_backend(MPI_Comm comm, const Clock* clock,
 // "" when tensors on `device` can run here, else why not.
 std::string check_device(int device);
 
+// A named range on the calling thread for GPU profilers (NVTX: Nsight Systems shows it), around
+// a region (ranktime::region_begin/end); nothing without the GPU path. Ranges nest per thread.
+void device_range_begin(const std::string& name);
+void device_range_end();
+
 }  // namespace ranktime

@@ -6,7 +6,10 @@ namespace ranktime {
 Status Handle::wait() const {
   if (!state_) return Status::Error("wait() on an empty ranktime::Handle");
   std::unique_lock<std::mutex> lock(state_->mutex);
-  state_->cv.wait(lock, [&] { return state_->done; });
+  if (!state_->done) {
+    detail::BlockedScope blocked;  // waiting for other ranks: not a region's own time
+    state_->cv.wait(lock, [&] { return state_->done; });
+  }
   return state_->status;
 }
 

@@ -80,6 +80,10 @@ struct WorkerMessage {
   // this: tells rank 0 whether an evicted id was still valid when the rank used it.
   uint64_t evictions_seen = 0;
   std::vector<timeline::Record> records;  // this rank's timeline records, on its own clock
+  // Region names this rank had not sent yet, in the order of its ids (1, 2, ...): its region
+  // records name regions by these ids. And the regions it has dropped so far (a full log).
+  std::vector<std::string> region_names;
+  uint64_t regions_dropped = 0;
   ClockEcho clock;
   bool shutdown = false;      // this rank called shutdown()
   std::string shutdown_why;   // how it ended, e.g. "exited without calling ranktime::shutdown()"

@@ -164,6 +164,9 @@ void encode(const WorkerMessage& m, std::vector<uint8_t>* out) {
   w.vec(m.cached_ready_ns);
   w.pod(m.evictions_seen);
   w.vec(m.records);
+  w.pod(static_cast<uint32_t>(m.region_names.size()));
+  for (const std::string& name : m.region_names) w.str(name, kMaxNameBytes);
+  w.pod(m.regions_dropped);
 }
 
 WorkerMessage decode_worker_message(const uint8_t* data, size_t size) {
@@ -208,6 +211,9 @@ void decode_worker_message_into(const uint8_t* data, size_t size, WorkerMessage*
       throw WireError("corrupt timeline record");
     }
   }
+  m.region_names.resize(r.count("region name count", 2));
+  for (std::string& name : m.region_names) name = r.str(kMaxNameBytes, "region name");
+  m.regions_dropped = r.pod<uint64_t>("regions_dropped");
   r.finish();
 }
 

@@ -2,6 +2,7 @@
 #include "recording/timeline_recorder.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/log.h"
 
@@ -139,6 +140,47 @@ void TimelineRecorder::record_steps(std::optional<int64_t> end_ns) {
                                  std::max(*end_ns, open_step_->second)));
     open_step_.reset();
   }
+  record_regions();
+}
+
+void TimelineRecorder::region(std::string_view name, int64_t step, int64_t begin_ns, int64_t end_ns,
+                              int64_t blocked_ns) {
+  if (!on_ || !steps_.contains(step)) return;
+  regions_.add({region_names_.intern(name), begin_ns, std::max(end_ns, begin_ns), blocked_ns});
+}
+
+void TimelineRecorder::record_regions() {
+  region_scratch_.clear();
+  regions_.take(&region_scratch_);
+  if (rank_ == 0) {
+    region_ids_.learn(0, region_names_.take_new(), &strings_);
+    update_regions_dropped();
+  }
+  // TIMELINE_RANKS: a rank's regions are written with its processing lanes.
+  if (region_scratch_.empty() || !lanes_on()) return;
+  batch_.clear();
+  const auto rank = static_cast<int16_t>(rank_);
+  for (const RegionEntry& e : region_scratch_) {
+    // Other ranks ship their own ids; rank 0 maps them (ingest), its own here.
+    const uint32_t name = rank_ == 0 ? region_ids_.to_trace(0, e.name) : e.name;
+    batch_.push_back(timeline::region_record(rank, name, e.begin_ns, e.end_ns, e.blocked_ns));
+  }
+  emit(batch_.data(), batch_.size());
+}
+
+void TimelineRecorder::learn_regions(int source, const std::vector<std::string>& names,
+                                     uint64_t dropped) {
+  region_ids_.learn(source, names, &strings_);
+  if (regions_dropped_.size() <= static_cast<size_t>(source))
+    regions_dropped_.resize(static_cast<size_t>(source) + 1, 0);
+  regions_dropped_[static_cast<size_t>(source)] = dropped;
+  update_regions_dropped();
+}
+
+void TimelineRecorder::update_regions_dropped() {
+  uint64_t total = regions_.dropped();
+  for (size_t r = 1; r < regions_dropped_.size(); ++r) total += regions_dropped_[r];
+  if (writer_) writer_->set_regions_dropped(total);
 }
 
 void TimelineRecorder::emit(const Record& r) { emit(&r, 1); }
@@ -345,15 +387,42 @@ void TimelineRecorder::processed(const Response& response, const std::vector<Ten
   emit(batch_.data(), batch_.size());
 }
 
-void TimelineRecorder::ingest(std::vector<Record>* records, const OffsetEstimator& offset) {
+void TimelineRecorder::ingest(std::vector<Record>* records, const OffsetEstimator& offset,
+                              int source) {
   if (!writer_) return;
   for (Record& r : *records) {
     r.ts_ns = offset.to_rank0(r.ts_ns);
     if (timeline::has_end_ns(r.kind)) r.end_ns = offset.to_rank0(r.end_ns);
     if (r.kind == RecordKind::kBatch)
       r.args.batch.start_ns = offset.to_rank0(r.args.batch.start_ns);
+    if (r.kind == RecordKind::kRegion) {
+      r.args.region.name_string = region_ids_.to_trace(source, r.args.region.name_string);
+      r.rank = static_cast<int16_t>(source);  // a rank records its own regions only
+    }
   }
+  keep_regions_in_order(records, source);
   writer_->push(records->data(), records->size());  // one lock per batch
+}
+
+void TimelineRecorder::keep_regions_in_order(std::vector<Record>* records, int source) {
+  // One message's regions share one offset, so they keep their order and nesting; a refreshed
+  // offset may put them before the previous message's (by its uncertainty): moved after them,
+  // together, as a tick is moved into its slice.
+  if (regions_end_.size() <= static_cast<size_t>(source))
+    regions_end_.resize(static_cast<size_t>(source) + 1, std::numeric_limits<int64_t>::min());
+  int64_t& floor = regions_end_[static_cast<size_t>(source)];
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const Record& r : *records) {
+    if (r.kind == RecordKind::kRegion) first = std::min(first, r.ts_ns);
+  }
+  if (first == std::numeric_limits<int64_t>::max()) return;
+  const int64_t shift = floor > first ? floor - first : 0;
+  for (Record& r : *records) {
+    if (r.kind != RecordKind::kRegion) continue;
+    r.ts_ns += shift;
+    r.end_ns += shift;
+    floor = std::max(floor, r.end_ns);
+  }
 }
 
 std::vector<Record> TimelineRecorder::take_outbox() {

@@ -16,6 +16,7 @@
 #include "core/tensor_entry.h"
 #include "negotiation/coordinator.h"
 #include "ranktime/timeline/trace_writer.h"
+#include "recording/region_log.h"
 
 namespace ranktime {
 
@@ -50,8 +51,24 @@ class TimelineRecorder {
   void mark_step(std::optional<int64_t> step, int64_t now_ns);
   // Background thread: step records for the steps whose end the marks since the last call made
   // known (a step ends at the next mark); with `end_ns`, the open step too, ending there (before
-  // a stop or the last message).
+  // a stop or the last message). Also records the regions ended since the last call.
   void record_steps(std::optional<int64_t> end_ns = std::nullopt);
+
+  // Any thread: the step a region beginning now belongs to (the last marked; -1: none yet).
+  int64_t current_step() const { return current_step_.load(std::memory_order_relaxed); }
+  // Any thread: this rank's region `name`, begun in step `step` (TIMELINE_STEPS), ran from
+  // `begin_ns` to `end_ns` (its clock) with `blocked_ns` of it blocked inside ranktime. Kept,
+  // while recording is on, in a bounded log that the background thread drains (the oldest is
+  // dropped, and counted, when it is full); never blocks on shipping.
+  void region(std::string_view name, int64_t step, int64_t begin_ns, int64_t end_ns,
+              int64_t blocked_ns);
+  // Other ranks, background thread: the region names to ship with the next message (those not
+  // shipped yet), and the regions this rank has dropped so far.
+  std::vector<std::string> take_region_names() { return region_names_.take_new(); }
+  uint64_t regions_dropped() const { return regions_.dropped(); }
+  // Rank 0: what rank `source` shipped besides its records: its next region names and the
+  // regions it has dropped so far.
+  void learn_regions(int source, const std::vector<std::string>& names, uint64_t dropped);
 
   // Background thread: whether rank 0 wants this rank's processing lanes (TIMELINE_RANKS,
   // TIMELINE_ALL_RANKS); kept across start() and stop(). Rank 0's own are always wanted.
@@ -84,9 +101,9 @@ class TimelineRecorder {
   void processed(const Response& response, const std::vector<TensorEntry*>& entries,
                  int64_t arrival_ns, int64_t start_ns, int64_t end_ns, const PhaseLog& log,
                  const Status& status, const std::vector<PhaseLog>* entry_logs = nullptr);
-  // Rank 0: records shipped by another rank, converted to rank 0's clock with `offset`.
-  // The records are converted in place.
-  void ingest(std::vector<timeline::Record>* records, const OffsetEstimator& offset);
+  // Rank 0: records shipped by rank `source`, converted to rank 0's clock with `offset` (and its
+  // region name ids to the trace's). The records are converted in place.
+  void ingest(std::vector<timeline::Record>* records, const OffsetEstimator& offset, int source);
   // Other ranks: the records recorded since the last call.
   std::vector<timeline::Record> take_outbox();
   size_t outbox_size() const { return outbox_.size(); }
@@ -106,8 +123,14 @@ class TimelineRecorder {
   // Lanes, negotiations and ticks are recorded in this rank's current step (TIMELINE_STEPS).
   bool in_window() const { return steps_.contains(current_step_.load(std::memory_order_relaxed)); }
 
+  // Moves the regions ended since the last call into the trace (rank 0) or the outbox.
+  void record_regions();
+  void update_regions_dropped();
+  // Rank 0: `source`'s regions in `records` (converted) begin after its earlier ones ended.
+  void keep_regions_in_order(std::vector<timeline::Record>* records, int source);
+
   int rank_;
-  bool on_ = false;
+  std::atomic<bool> on_{false};  // read by user threads (region())
   bool mark_cycles_ = false;
   bool lanes_wanted_ = true;
   StepWindow steps_;
@@ -131,6 +154,13 @@ class TimelineRecorder {
   std::vector<int64_t> last_negotiation_end_;   // per tensor id: keeps each lane ordered
   std::vector<std::pair<int64_t, int>> ticks_;  // scratch: (ready time, rank)
   std::vector<timeline::Record> batch_;         // scratch: one call's records
+  // Regions: ended by user threads, taken by the background thread.
+  RegionLog regions_;
+  RegionNames region_names_;
+  RegionNameMap region_ids_;                 // rank 0: every rank's names
+  std::vector<uint64_t> regions_dropped_;    // rank 0: by rank, as each last reported
+  std::vector<int64_t> regions_end_;         // rank 0: by rank, the latest region end written
+  std::vector<RegionEntry> region_scratch_;  // background thread
 };
 
 }  // namespace ranktime

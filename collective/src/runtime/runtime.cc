@@ -515,6 +515,8 @@ void Runtime::send_worker_message(std::vector<Request> requests, bool final, boo
   m.requests = std::move(requests);
   worker_cache_.split(&m.requests, &m);
   m.records = timeline_->take_outbox();
+  m.region_names = timeline_->take_region_names();  // after the records: names every one of them
+  m.regions_dropped = timeline_->regions_dropped();
   m.shutdown = shutdown_announced_;
   if (m.shutdown) queue_.shutdown_requested(&m.shutdown_why);
   m.final = final;
@@ -546,7 +548,8 @@ bool Runtime::receive_worker_message() {
       request_shutdown_everywhere(source, std::move(error));
     }
   }
-  if (!m->records.empty()) timeline_->ingest(&m->records, from_workers_->offset(source));
+  timeline_->learn_regions(source, m->region_names, m->regions_dropped);
+  if (!m->records.empty()) timeline_->ingest(&m->records, from_workers_->offset(source), source);
   if (m->shutdown) {
     request_shutdown_everywhere(
         source, "rank " + std::to_string(source) + " " +

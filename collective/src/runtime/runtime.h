@@ -81,6 +81,14 @@ class Runtime {
 
   // Any thread: this rank starts a training step (see ranktime::mark_step()).
   void mark_step(std::optional<int64_t> step) { timeline_->mark_step(step, clock_.now_ns()); }
+  // Any thread: regions (see ranktime::region_begin()), timed with now_ns() and recorded once
+  // they have ended (TimelineRecorder::region()).
+  int64_t now_ns() const { return clock_.now_ns(); }
+  int64_t current_step() const { return timeline_->current_step(); }
+  void region(std::string_view name, int64_t step, int64_t begin_ns, int64_t end_ns,
+              int64_t blocked_ns) {
+    timeline_->region(name, step, begin_ns, end_ns, blocked_ns);
+  }
 
   // Rank 0: per-rank lateness statistics; other ranks: empty.
   std::vector<RankLateness> lateness() const;

@@ -9,11 +9,14 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -45,7 +48,9 @@ std::string out_path(const std::string& stem) {
 
 // Starts ranktime with exactly these timeline settings (the variables are read at init()).
 // Rank 0 first removes stale files, so that a test cannot pass on an older run's output.
-void start(const std::string& timeline, const std::vector<std::string>& stale = {}) {
+// `skew_us`: this rank's RANKTIME_TEST_CLOCK_SKEW_US, if any.
+void start(const std::string& timeline, const std::vector<std::string>& stale = {},
+           const std::string& skew_us = "") {
   if (world_rank() == 0) {
     for (const auto& p : stale) std::remove(p.c_str());
     if (!timeline.empty()) std::remove(timeline.c_str());
@@ -56,6 +61,7 @@ void start(const std::string& timeline, const std::vector<std::string>& stale = 
     unsetenv(v);
   }
   if (!timeline.empty()) setenv("TIMELINE_FILENAME", timeline.c_str(), 1);
+  if (!skew_us.empty()) setenv("RANKTIME_TEST_CLOCK_SKEW_US", skew_us.c_str(), 1);
   ranktime::init();
 }
 
@@ -325,6 +331,100 @@ TEST(ApiTimeline, MismatchedRequestsCarryTheErrorAndNoOperationSlice) {
     EXPECT_EQ(count_ops(t, pid, rank), 0);
   }
   expect_recorded(t, {"good.after"}, 1, path);
+}
+
+// Regions (docs/timeline-format.md): each rank's on its own process's regions thread, nested,
+// on rank 0's clock under clock skew, with blocked_us where the rank waited inside ranktime.
+// Rank 1 sleeps in "data" before its allreduce; rank 0 waits for it inside "backward".
+TEST(ApiTimeline, RegionsNestWaitAndAlign) {
+  const std::string path = out_path("regions");
+  // Rank 1's clock 100 ms ahead of rank 0's: unaligned, its regions would come 100 ms late.
+  start(path, {}, world_rank() == 1 ? "50000" : "-50000");
+  const int r = ranktime::rank();
+  {
+    ranktime::Region step("step");
+    {
+      ranktime::Region data("data");
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    ranktime::region_begin("backward");
+    EXPECT_TRUE(allreduce_round({"regions.grad"}));
+    ranktime::region_end("backward");
+  }
+  ranktime::Region("</script><script>alert(1)</script>");
+  // Bad input: an error naming the region and the rank, and nothing recorded.
+  const std::string rank_text = "on rank " + std::to_string(r);
+  try {
+    ranktime::region_end("never begun");
+    ADD_FAILURE() << "an end without a begin did not throw";
+  } catch (const ranktime::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"never begun\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(rank_text), std::string::npos) << e.what();
+  }
+  ranktime::region_begin("elsewhere");
+  std::string other_thread;
+  std::thread([&] {
+    try {
+      ranktime::region_end("elsewhere");
+    } catch (const ranktime::Error& e) {
+      other_thread = e.what();
+    }
+  }).join();
+  EXPECT_NE(other_thread.find("begun on another thread"), std::string::npos) << other_thread;
+  EXPECT_NE(other_thread.find(rank_text), std::string::npos) << other_thread;
+  ranktime::region_end("elsewhere");
+  // Still open at shutdown: a warning naming it and the rank (stderr caught in a file).
+  ranktime::region_begin("left open");
+  std::fflush(stderr);
+  const int saved_stderr = dup(2);
+  FILE* caught = std::tmpfile();
+  dup2(fileno(caught), 2);
+  ranktime::shutdown();
+  std::fflush(stderr);
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
+  std::string warnings(4096, '\0');
+  std::rewind(caught);
+  warnings.resize(std::fread(warnings.data(), 1, warnings.size(), caught));
+  std::fclose(caught);
+  EXPECT_NE(warnings.find("region \"left open\" is still open at shutdown " + rank_text),
+            std::string::npos)
+      << warnings;
+  ranktime::region_end("left open");  // without a runtime: checked, not recorded
+  if (world_rank() != 0) return;
+
+  Trace t;
+  ASSERT_TRUE(load(path, &t));
+  // (name, rank) -> slice
+  std::map<std::pair<std::string, int>, json> slices;
+  for (const json& e : t.regions) {
+    const int rank = e["pid"].get<int>() - tltest::kRankProcessPidBase;
+    EXPECT_EQ(e["tid"], 1);
+    EXPECT_TRUE(slices.emplace(std::pair{e["name"].get<std::string>(), rank}, e).second)
+        << "twice: " << e.dump();
+  }
+  EXPECT_EQ(static_cast<int>(slices.size()), 5 * world_size());  // "never begun" is not one
+  for (int rank = 0; rank < world_size(); ++rank) {
+    EXPECT_EQ(t.process_names[tltest::kRankProcessPidBase + rank], "rank " + std::to_string(rank));
+    EXPECT_EQ((t.thread_names[{tltest::kRankProcessPidBase + rank, 1}]), "regions");
+    const json& step = slices[{"step", rank}];
+    const auto end = [](const json& e) { return e["ts"].get<double>() + e["dur"].get<double>(); };
+    for (const char* inner : {"data", "backward"}) {
+      const json& in = slices[{inner, rank}];
+      EXPECT_GE(in["ts"].get<double>(), step["ts"].get<double>()) << inner;
+      EXPECT_LE(end(in), end(step)) << inner;
+    }
+    EXPECT_TRUE(slices.count({"</script><script>alert(1)</script>", rank}));
+  }
+  // Rank 0 waited for rank 1 inside backward: blocked, and rank 1's data (its sleep) ended
+  // before rank 0's backward could: true on rank 0's clock only if rank 1's was aligned.
+  const json& backward0 = slices[{"backward", 0}];
+  ASSERT_TRUE(backward0.contains("args")) << backward0.dump();
+  EXPECT_GT(backward0["args"]["blocked_us"].get<double>(), 0);
+  EXPECT_FALSE(slices[{"data", 1}].contains("args"));  // never blocked in its sleep
+  const json& data1 = slices[{"data", 1}];
+  EXPECT_LE(data1["ts"].get<double>() + data1["dur"].get<double>(),
+            backward0["ts"].get<double>() + backward0["dur"].get<double>());
 }
 
 }  // namespace

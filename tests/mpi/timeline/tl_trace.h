@@ -29,6 +29,9 @@ namespace tltest {
 
 using json = nlohmann::json;
 
+// Rank R's own process (its regions) is pid 1e9 + R (docs/timeline-format.md).
+constexpr int kRankProcessPidBase = 1'000'000'000;
+
 struct Tick {
   int rank = -1;
   double ts = 0;
@@ -96,6 +99,7 @@ struct Trace {
   std::vector<Step> steps;                         // file order
   std::vector<std::pair<double, int64_t>> cycles;  // CYCLE_START (ts, cycle)
   std::vector<json> global_instants;               // other instants on pid 0
+  std::vector<json> regions;  // slices of the ranks' regions threads (their own processes)
 
   // pid of the tensor named `name`; -1 when absent, -2 when more than one process has it.
   int pid_of(const std::string& name) const {
@@ -388,6 +392,10 @@ inline bool load_trace(const std::string& path, Trace* out, std::vector<std::str
     const json& args = args_it != e.end() ? *args_it : kNoArgs;
     if (pid < 0 || tid < 0) {
       problem(where + ": negative pid/tid");
+      continue;
+    }
+    if (pid >= kRankProcessPidBase) {  // a rank's own process: its regions (user-named)
+      if (ph == "X") t.regions.push_back(e);
       continue;
     }
     if (ph == "M") {

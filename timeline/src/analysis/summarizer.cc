@@ -145,6 +145,7 @@ void TraceSummarizer::State::on_metadata(const TraceEvent& e) {
   } else if (e.name == "ranktime_run_end") {
     run.has_run_end = true;
     run.events_dropped = int_arg(args, "events_dropped", 0);
+    run.regions_dropped = int_arg(args, "regions_dropped", 0);
     run.final_clock_offsets_us = number_list(args, "clock_offsets_us");
     run.final_clock_uncertainty_us = number_list(args, "clock_uncertainty_us");
   } else if (e.name == "process_name" && e.pid > 0 && args.is_object() && args.contains("name") &&

@@ -81,7 +81,9 @@ void TraceChecker::file_violation(uint64_t offset, std::string message) {
 std::string TraceChecker::where(const TraceEvent& e) const {
   std::string out = "pid " + std::to_string(e.pid);
   auto it = process_names_.find(e.pid);
-  if (e.pid > 0 && it != process_names_.end()) out += " (tensor " + in_quotes(it->second) + ")";
+  if (e.pid > 0 && it != process_names_.end()) {
+    out += (rank_process_rank(e.pid) >= 0 ? " (" : " (tensor ") + in_quotes(it->second) + ")";
+  }
   out += " tid " + std::to_string(e.tid);
   return out;
 }
@@ -151,6 +153,8 @@ void TraceChecker::check_event(const TraceEvent& e) {
   thread.has_ts = true;
   if (e.pid == 0) {
     on_run_event(e);
+  } else if (rank_process_rank(e.pid) >= 0) {
+    on_region_event(e, thread);
   } else if (e.tid == 0) {
     on_negotiate_event(e, thread);
   } else {
@@ -591,6 +595,42 @@ void TraceChecker::on_rank_event(const TraceEvent& e, ThreadState& thread) {
   }
   violation(
       e, "unexpected '" + e.ph + "' event " + in_quotes(e.name) + " on the rank lane " + where(e));
+}
+
+void TraceChecker::on_region_event(const TraceEvent& e, ThreadState& thread) {
+  const int64_t rank = rank_process_rank(e.pid);
+  if (e.tid != kRegionsThreadTid) {
+    violation(e, "'" + e.ph + "' event " + in_quotes(e.name) + " on " + where(e) + ": rank " +
+                     std::to_string(rank) + "'s process has only its regions thread, tid " +
+                     std::to_string(kRegionsThreadTid));
+    return;
+  }
+  if (e.phase() == 'B') {
+    if (ranks_ > 0 && rank >= ranks_ && thread.stack.empty()) {
+      violation(e, "region " + in_quotes(e.name) + " of rank " + std::to_string(rank) +
+                       ", but the run has " + std::to_string(ranks_) + " ranks");
+    }
+    // Region names are the user's: any name; blocked_us, where present, a time >= 0.
+    if (e.args.is_object() && e.args.contains("blocked_us") &&
+        (!e.args["blocked_us"].is_number() || e.args["blocked_us"].get<double>() < 0)) {
+      violation(e, "region " + in_quotes(e.name) + " on " + where(e) +
+                       " has a \"blocked_us\" that is not a number >= 0");
+    }
+    Frame frame;
+    frame.name = e.name;
+    frame.ts = e.ts;
+    frame.event_index = e.index;
+    frame.offset = e.begin_offset;
+    thread.stack.push_back(std::move(frame));
+    return;
+  }
+  if (e.phase() == 'E') {
+    Frame frame;
+    close_slice(e, thread, &frame);
+    return;
+  }
+  violation(e, "unexpected '" + e.ph + "' event " + in_quotes(e.name) + " on " + where(e) +
+                   " (a regions thread has complete slices only)");
 }
 
 void TraceChecker::finish(const TraceReadResult& read) {

@@ -82,14 +82,17 @@ enum class RecordKind : uint8_t {
   // One training step of rank `rank`: from its mark of step args.step.step (ts_ns) to its next
   // mark (end_ns), both on rank 0's clock; a STEP slice on pid 0, thread `steps rank r`.
   kStep,
+  // One region of rank `rank` (ranktime::Region): from ts_ns to end_ns, on rank 0's clock;
+  // args.region. A slice on the `regions` thread of the rank's own process (trace_names.h).
+  kRegion,
 };
-inline constexpr RecordKind kLastRecordKind = RecordKind::kStep;
+inline constexpr RecordKind kLastRecordKind = RecordKind::kRegion;
 
 // Whether a record of this kind carries a timestamp in end_ns (converted between clocks too).
 inline bool has_end_ns(RecordKind kind) {
   return kind == RecordKind::kSpan || kind == RecordKind::kBatch ||
          kind == RecordKind::kBatchSpan || kind == RecordKind::kNegotiation ||
-         kind == RecordKind::kStep;
+         kind == RecordKind::kStep || kind == RecordKind::kRegion;
 }
 
 inline constexpr int kMaxInlineDims = 8;
@@ -153,6 +156,12 @@ struct StepArgs {
   int64_t step;  // the step's number (from 0 in a run, or the caller's)
 };
 
+struct RegionArgs {
+  uint32_t name_string;  // StringTable id of the region's name (the user's text)
+  uint32_t reserved;
+  int64_t blocked_ns;  // time the thread was blocked inside ranktime during it (a duration)
+};
+
 struct CounterArgs {
   uint32_t name_string;  // StringTable id of the counter track's name
   int32_t series;        // series index, written as arg "rank <series>"
@@ -178,6 +187,7 @@ struct Record {
     InstantArgs instant;
     CounterArgs counter;
     StepArgs step;
+    RegionArgs region;
   } args{};
 };
 static_assert(std::is_trivially_copyable_v<Record>, "records are shipped between ranks as bytes");
@@ -192,6 +202,20 @@ inline Record step_record(int16_t rank, int64_t step, int64_t begin_ns, int64_t 
   r.ts_ns = begin_ns;
   r.end_ns = end_ns;
   r.args.step.step = step;
+  return r;
+}
+
+// The record of one region of `rank` named by string `name`, from `begin_ns` to `end_ns` on
+// rank 0's clock, during which the thread was blocked inside ranktime for `blocked_ns`.
+inline Record region_record(int16_t rank, uint32_t name, int64_t begin_ns, int64_t end_ns,
+                            int64_t blocked_ns) {
+  Record r;
+  r.kind = RecordKind::kRegion;
+  r.rank = rank;
+  r.ts_ns = begin_ns;
+  r.end_ns = end_ns;
+  r.args.region.name_string = name;
+  r.args.region.blocked_ns = blocked_ns;
   return r;
 }
 

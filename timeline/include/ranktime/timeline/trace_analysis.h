@@ -87,6 +87,7 @@ struct RunInfo {
   bool has_run_metadata = false;
   bool has_run_end = false;  // ranktime_run_end present: the run closed the file cleanly
   int64_t events_dropped = 0;
+  int64_t regions_dropped = 0;  // ranks recorded regions faster than they could be shipped
   int64_t start_time_since_epoch_us = 0;
   // Clock offsets (rank r's clock minus rank 0's) and their uncertainty, in µs: at the start and,
   // after a clean close, at the end. Empty when absent.

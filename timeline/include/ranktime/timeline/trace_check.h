@@ -107,6 +107,7 @@ class TraceChecker {
   void on_run_event(const TraceEvent& e);
   void on_negotiate_event(const TraceEvent& e, ThreadState& thread);
   void on_rank_event(const TraceEvent& e, ThreadState& thread);
+  void on_region_event(const TraceEvent& e, ThreadState& thread);
   // An operation slice on rank `rank`'s lane: noted, and a violation (once per rank) when the run
   // did not choose that rank's lanes.
   void check_lane_chosen(const TraceEvent& e, int64_t rank);

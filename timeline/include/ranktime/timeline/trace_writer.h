@@ -72,6 +72,9 @@ class TraceWriter {
   // files a rotation opens later).
   void set_clock_offsets(std::vector<double> offsets_us, std::vector<double> uncertainty_us);
 
+  // The regions the run's ranks dropped so far (recorded faster than they could be shipped),
+  // written in each file's closing metadata as `regions_dropped` when not 0.
+  void set_regions_dropped(uint64_t regions);
   // Writes everything pushed so far to disk before returning (signal path, tests).
   void flush();
   // Drains, writes the closing metadata (events written and dropped, final clock offsets) and
