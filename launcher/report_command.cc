@@ -52,7 +52,7 @@ int run_report(const ReportCommandOptions& o) {
   ReportInput page;
   page.paths = run.paths;
   page.summary = &run.summary;
-  page.causes = &run.causes;
+  page.causes = &run.summary.causes;
   page.truncated = run.truncated;
   page.error = run.error;
   page.events = run.events;

@@ -168,7 +168,7 @@ int run_summary(const SummaryCommandOptions& o) {
     return status;
   }
   const Summary& s = run.summary;
-  const timeline::Causes& causes = run.causes;
+  const timeline::Causes& causes = s.causes;
   const std::string cause = cause_line(causes, timeline::CauseOptions{});
 
   std::vector<Table> tables = {run_table(s, run.truncated, run.paths.size()),

@@ -6,7 +6,6 @@
 #include <iostream>
 
 #include "progress.h"
-#include "ranktime/timeline/trace_causes.h"
 
 namespace ranktime::cli {
 
@@ -57,31 +56,15 @@ int analyse_run(const TraceInputOptions& o, const std::vector<std::string>& path
     if (reads.empty()) return 2;
     options.step_marks = marks.finish();
   }
-  timeline::TraceSummarizer summarizer(options);
-  timeline::TraceCauses causes(options);
   timeline::StepMarkCollector marks;  // in one pass: for the regions' steps, if there are any
+  timeline::TraceSummarizer summarizer(options);
   run->paths = paths;
   run->reads = read_all(two_passes ? ": pass 2 of 2" : "", [&](const timeline::TraceEvent& e) {
     summarizer.add(e);
-    causes.add(e);
     if (!two_passes) marks.add(e);
     return true;
   });
   if (run->reads.empty()) return 2;
-  run->causes = causes.finish();
-  if (!two_passes && run->causes.has_regions) {
-    // A region's step comes from its rank's step marks, which follow it in the file: the
-    // regions and ticks once more, with the marks.
-    options.step_marks = marks.finish();
-    timeline::TraceCauses again(options);
-    if (read_all(": pass 2 of 2 (regions)", [&](const timeline::TraceEvent& e) {
-          again.add(e);
-          return true;
-        }).empty()) {
-      return 2;
-    }
-    run->causes = again.finish();
-  }
   for (size_t i = 0; i < paths.size(); ++i) {
     const timeline::TraceReadResult& read = run->reads[i];
     run->events += read.events;
@@ -94,6 +77,19 @@ int analyse_run(const TraceInputOptions& o, const std::vector<std::string>& path
               << read.events << " complete events before it\n";
   }
   run->summary = summarizer.finish();
+  if (!two_passes && run->summary.causes.has_regions) {
+    // A region's step comes from its rank's step marks, which follow it in the file: once more,
+    // with the marks, for the causes.
+    options.step_marks = marks.finish();
+    timeline::TraceSummarizer again(options);
+    if (read_all(": pass 2 of 2 (regions)", [&](const timeline::TraceEvent& e) {
+          again.add(e);
+          return true;
+        }).empty()) {
+      return 2;
+    }
+    run->summary.causes = again.finish().causes;
+  }
   return run->events == 0 && !run->complete ? 1 : 0;
 }
 

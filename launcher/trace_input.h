@@ -10,7 +10,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ranktime/timeline/causes.h"
 #include "ranktime/timeline/trace_analysis.h"
 #include "ranktime/timeline/trace_reader.h"
 
@@ -26,8 +25,7 @@ struct AnalysedRun {
   std::vector<std::string> paths;
   std::vector<timeline::TraceReadResult> reads;  // per file, of the analysing pass
   timeline::Summary summary;
-  timeline::Causes causes;  // why the late ranks were late, from their regions
-  uint64_t events = 0;      // complete events read, all files
+  uint64_t events = 0;  // complete events read, all files
   uint64_t bytes = 0;
   bool complete = true;    // every file complete
   bool truncated = false;  // some file cut short

@@ -7,5 +7,6 @@ bash scripts/setup.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 B=${BUILD_DIR:-build}
 "$B/ranktime" run -np 4 --timeline-filename timeline.json --timeline-mark-cycles -- \
-  "$B/ranktime-synth" --workload examples/workloads/resnet50.tsv --steps 20 --slow-rank 2 --delay-ms 20
+  "$B/ranktime-synth" --workload examples/workloads/resnet50.tsv --steps 20 --slow-rank 2 --delay-ms 20 \
+  --slow-region data
 "$B/ranktime" summary timeline.json

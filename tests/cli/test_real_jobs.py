@@ -78,6 +78,24 @@ def test_summary_finds_the_slow_rank(cli, tmp_path, np_, slow_rank, extra):
     assert text[3].startswith(f"slowest rank: {slow_rank} ")
 
 
+@pytest.mark.parametrize("np_, slow_rank, region, extra", [
+    (2, 1, "data", []),
+    (4, 2, "backward", ["--no-barrier"]),
+])
+def test_causes_name_the_slow_rank_and_region(cli, tmp_path, np_, slow_rank, region, extra):
+    # --slow-region: every rank marks its steps' regions, the slow rank sleeps inside this one.
+    trace = run_synth(tmp_path, np_, "--small-tensors", "6", "--steps", "8", "--slow-rank",
+                      slow_rank, "--delay-ms", DELAY_MS, "--slow-region", region, *extra)
+    assert_check_passes(trace)
+    summary = summary_json(trace)
+    top = summary["causes"][0]
+    assert (top["rank"], top["region"]) == (slow_rank, region), summary["causes"][:3]
+    assert top["explained_pct"] >= 80, summary["causes"][:3]
+    first = ranktime("summary", trace).stdout.splitlines()[0]
+    assert first.startswith(f"cause: rank {slow_rank} was late by ")
+    assert f'its "{region}" region took' in first
+
+
 @pytest.mark.parametrize("np_, slow_rank", [(2, 1), (4, 2)])
 def test_wait_is_attributed_to_the_slow_rank(cli, tmp_path, np_, slow_rank):
     """Wall-clock wait attribution on a real job: the slow rank sleeps DELAY_MS before each

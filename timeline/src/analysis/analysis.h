@@ -74,6 +74,16 @@ struct RankSlice {
   bool error = false;  // operation slices: an error on its B or its E
 };
 
+// A region (ranktime.region, ranktime.torch.instrument) closed on a chosen rank, begun in the
+// window: a slice on the "regions" thread of the rank's own process. Nested ones close first.
+struct RegionSlice {
+  int rank = 0;
+  const std::string* name = nullptr;  // the user's text, untrusted
+  double begin_us = 0;
+  double end_us = 0;
+  double blocked_us = 0;  // its args' blocked_us: time the rank was blocked in ranktime in it
+};
+
 // A fused batch on one rank lane (a tensor alone is a batch of one), once all its tensors'
 // operation slices have closed (or at the end of the input).
 struct Batch {
@@ -122,6 +132,7 @@ class Analysis {
   virtual void add(const Negotiation&) {}
   virtual void add(const RankSlice&) {}
   virtual void add(const Batch&) {}
+  virtual void add(const RegionSlice&) {}
   virtual void add_cycle_mark(double /*ts*/) {}
   // Called once, in the list's order, after the Summary's run, time span and lanes are set.
   virtual void finish(Summary& summary) = 0;

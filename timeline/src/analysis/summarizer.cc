@@ -8,6 +8,7 @@
 
 #include "analysis/analysis.h"
 #include "analysis/bandwidth.h"
+#include "analysis/causes_analysis.h"
 #include "analysis/cycles.h"
 #include "analysis/fused_batches.h"
 #include "analysis/fusion.h"
@@ -37,6 +38,7 @@ std::vector<std::unique_ptr<Analysis>> make_analyses(const Pass& pass) {
   all.push_back(std::make_unique<FusionAnalysis>());
   all.push_back(std::make_unique<BandwidthAnalysis>(pass));
   if (pass.options().by_step) all.push_back(std::make_unique<StepsAnalysis>(pass));
+  all.push_back(std::make_unique<CausesAnalysis>(pass));
   all.push_back(std::make_unique<CyclesAnalysis>());
   all.push_back(std::make_unique<WhatIfAnalysis>(pass));
   return all;
@@ -93,6 +95,7 @@ struct TraceSummarizer::State {
   void on_metadata(const TraceEvent& e);
   void on_negotiation_end(const TraceEvent& e, const analysis::Slice& slice);
   void on_slice_end(const TraceEvent& e, int rank, analysis::Slice& slice, analysis::Slice* parent);
+  void on_region_end(const TraceEvent& e, int64_t rank, const analysis::Slice& slice);
 
   analysis::Pass pass;
   std::vector<std::unique_ptr<analysis::Analysis>> analyses;
@@ -175,6 +178,18 @@ void TraceSummarizer::State::on_negotiation_end(const TraceEvent& e, const analy
   for (auto& a : analyses) a->add(n);
 }
 
+void TraceSummarizer::State::on_region_end(const TraceEvent& e, int64_t rank,
+                                           const analysis::Slice& slice) {
+  if (!pass.selected(static_cast<int>(rank)) || !pass.in_window(slice.ts)) return;
+  analysis::RegionSlice region;
+  region.rank = static_cast<int>(rank);
+  region.name = &slice.name;
+  region.begin_us = slice.ts;
+  region.end_us = e.ts;
+  region.blocked_us = analysis::number_arg(e.args, "blocked_us", 0);
+  for (auto& a : analyses) a->add(region);
+}
+
 void TraceSummarizer::State::on_slice_end(const TraceEvent& e, int rank, analysis::Slice& slice,
                                           analysis::Slice* parent) {
   if (!pass.selected(rank)) return;
@@ -236,6 +251,11 @@ void TraceSummarizer::add(const TraceEvent& e) {
     analysis::Slice* parent = nullptr;
     analysis::Slice* slice = st.slices.close(e, &parent);
     if (slice == nullptr || e.pid == 0) return;
+    if (const int64_t rank = rank_process_rank(e.pid); rank >= 0) {
+      // A rank's own process: its regions, never a tensor's lanes (whatever their names).
+      if (e.tid == kRegionsThreadTid) st.on_region_end(e, rank, *slice);
+      return;
+    }
     if (e.tid == 0) {
       if (!negotiation_operation(slice->name).empty()) st.on_negotiation_end(e, *slice);
     } else if (e.tid >= 1 && e.tid <= kMaxTraceRanks) {

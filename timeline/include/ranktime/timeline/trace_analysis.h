@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ranktime/timeline/causes.h"
 #include "ranktime/timeline/trace_reader.h"
 #include "ranktime/timeline/trace_waits.h"
 #include "ranktime/timeline/what_if.h"
@@ -226,6 +227,8 @@ struct Summary {
   bool steps_from_marks = false;
   // What each rank's lateness cost: every step replayed (what_if.h).
   WhatIfSummary what_if;
+  // Why the late ranks were late, from their regions (needs the step marks: the regions' steps).
+  Causes causes;
 };
 
 // busbw / algbw for `op` ("ALLREDUCE", ...) on n ranks, per nccl-tests; 0 when not applicable.
