@@ -231,6 +231,8 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "mark_step", [](std::optional<int64_t> step) { mark_step(step); },
       py::arg("step") = py::none());
+  m.def("clock_ns", &clock_ns,
+        "This rank's clock in ns (the timeline's, before rank 0 maps it by the rank's offset).");
   m.def("stop_timeline", [] {
     Status status;
     {

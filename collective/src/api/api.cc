@@ -246,6 +246,8 @@ void mark_step(std::optional<int64_t> step) {
   if (g_runtime) g_runtime->mark_step(step);
 }
 
+int64_t clock_ns() { return runtime("clock_ns()").clock_ns(); }
+
 std::vector<RankLateness> lateness() { return runtime("lateness()").lateness(); }
 
 Status start_timeline(const std::string& path, bool mark_cycles) {

@@ -81,6 +81,8 @@ class Runtime {
 
   // Any thread: this rank starts a training step (see ranktime::mark_step()).
   void mark_step(std::optional<int64_t> step) { timeline_->mark_step(step, clock_.now_ns()); }
+  // Any thread: this rank's clock (see ranktime::clock_ns()).
+  int64_t clock_ns() const { return clock_.now_ns(); }
 
   // Rank 0: per-rank lateness statistics; other ranks: empty.
   std::vector<RankLateness> lateness() const;
