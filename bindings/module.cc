@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "ranktime/clock_ns.h"
 #include "ranktime/ranktime.h"
 #include "tensor_import.h"
 

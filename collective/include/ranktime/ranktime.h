@@ -223,11 +223,6 @@ Status stop_timeline();
 // these steps. Cheap (no communication) and never fails; a no-op before init().
 void mark_step(std::optional<int64_t> step = std::nullopt);
 
-// This rank's clock now, in nanoseconds: the clock its timeline records are taken with (before
-// rank 0 maps them by the rank's offset; RANKTIME_TEST_CLOCK_SKEW_US included). Anchors taken
-// with it let `ranktime merge` place other traces (torch.profiler's) on the timeline.
-int64_t clock_ns();
-
 // How late each rank was behind the first rank to become ready, over the negotiations rank 0
 // has seen (a sliding window, plus totals since start). Kept whether or not the timeline is on.
 struct RankLateness {

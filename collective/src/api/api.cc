@@ -8,6 +8,7 @@
 #include "backends/mpi/job_abort.h"
 #include "backends/mpi/mpi_world.h"
 #include "core/config.h"
+#include "ranktime/clock_ns.h"
 #include "runtime/runtime.h"
 
 namespace ranktime {

@@ -50,8 +50,10 @@ void append_us(double us, std::string* out) {
   out->append(text, static_cast<size_t>(n));
 }
 
-bool is_merged_phase(char ph) { return std::strchr("XBEiICstfben", ph) != nullptr; }
-bool is_id_phase(char ph) { return std::strchr("stfben", ph) != nullptr; }
+// The phases a ranktime timeline uses (ranktime check's rule); 'I' is written as 'i'. Async
+// slices (b, e, n) are left out.
+bool is_merged_phase(char ph) { return std::strchr("XBEiICstf", ph) != nullptr; }
+bool is_id_phase(char ph) { return std::strchr("stf", ph) != nullptr; }
 
 // An input stream over a plain or gzip file.
 class InputFile {
@@ -214,6 +216,7 @@ std::string merged_event_text(const json& event, const ProfilePlacement& placeme
   std::string out = "{\"name\":" + quoted(name->get_ref<const std::string&>());
   out += ",\"ph\":\"";
   out += phase;
+  if (out.back() == 'I') out.back() = 'i';
   out += "\",\"pid\":" + std::to_string(torch_process_pid(placement.rank)) +
          ",\"tid\":" + std::to_string(tid->second) + ",\"ts\":";
   append_us(start, &out);

@@ -265,6 +265,9 @@ void TraceSummarizer::add(const TraceEvent& e) {
     return;
   }
   if (!e.has_ts || !e.has_pid || !e.has_tid) return;
+  // torch.profiler events (`ranktime merge`, process "rank R (torch)"): not the runtime's work.
+  // The hook for an analysis that reads them (the operators inside a rank's region).
+  if (torch_process_rank(e.pid) >= 0) return;
   const char ph = e.ph.size() == 1 ? e.ph[0] : '?';
   if (ph == 'B') {
     auto& stack = stacks_[{e.pid, e.tid}];

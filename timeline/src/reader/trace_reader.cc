@@ -411,7 +411,11 @@ class FormatCompleter {
         }
       }
     }
-    if (e.phase() != 'X' || e.pid <= 0 || !e.has_ts || !e.malformed.empty()) return next_(e);
+    // torch.profiler events (`ranktime merge`) are the profiler's own: handed on as they are.
+    if (e.phase() != 'X' || e.pid <= 0 || !e.has_ts || !e.malformed.empty() ||
+        torch_process_rank(e.pid) >= 0) {
+      return next_(e);
+    }
     if (e.tid == 0) {
       if (!is_tick_event(e)) {
         negotiation_begin_[e.pid] = e.ts;
@@ -522,7 +526,7 @@ class CompleteSliceSplitter {
     const bool tick = is_tick(e);
     if (pending_ > 0 && e.phase() != 'M' && e.has_ts && !close_until(e, tick)) return false;
     if (e.phase() != 'X' || tick || e.pid <= 0 || !e.has_dur || !e.has_ts || e.dur < 0 ||
-        !e.malformed.empty()) {
+        !e.malformed.empty() || torch_process_rank(e.pid) >= 0) {
       return next_(e);
     }
     TraceEvent begin = e;
