@@ -5,8 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
-#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -228,144 +227,21 @@ struct Summary {
 // busbw / algbw for `op` ("ALLREDUCE", ...) on n ranks, per nccl-tests; 0 when not applicable.
 double bus_bandwidth_factor(const std::string& op, int ranks);
 
-// Feed every event of a trace to add(), then call finish() once.
+// The analysis behind `ranktime summary` and `report`: feed every event of a trace to add(), then
+// call finish() once. One pass; each analysis (lateness, waits, phases, tensors, fusion,
+// bandwidth, steps, cycles) is a file of its own in timeline/src/analysis/ (analysis.h).
 class TraceSummarizer {
  public:
   explicit TraceSummarizer(SummaryOptions options = {});
+  ~TraceSummarizer();
+  TraceSummarizer(TraceSummarizer&&) noexcept;
+  TraceSummarizer& operator=(TraceSummarizer&&) noexcept;
   void add(const TraceEvent& event);
   Summary finish();
 
  private:
-  struct Tick {
-    int rank;
-    double lag_us;
-    double ts;
-  };
-  struct OpenSlice {
-    std::string name;
-    double ts = 0;
-    // Operation slices only:
-    int64_t bytes = 0;
-    int64_t fused_tensors = 1;
-    bool error = false;
-    double collective_begin = -1;  // first collective sub-phase's begin
-    double collective_us = 0;      // collective sub-phases' total
-    std::vector<Tick> ticks;       // negotiation slices only
-  };
-  struct Accum {
-    uint64_t count = 0;
-    double total = 0;
-    double min = 0;
-    double max = 0;
-    void add(double v);
-  };
-  struct BatchKey {
-    int rank;
-    std::string op;
-    int64_t begin_ns;
-    bool operator==(const BatchKey& o) const {
-      return rank == o.rank && begin_ns == o.begin_ns && op == o.op;
-    }
-  };
-  struct BatchKeyHash {
-    size_t operator()(const BatchKey& k) const;
-  };
-  struct PendingBatch {
-    uint64_t serial = 0;
-    int64_t expected = 1;
-    uint64_t tensors = 0;
-    uint64_t bytes = 0;
-    double collective_us = 0;
-    bool error = false;
-    int rank = 0;       // its lane
-    int set_ranks = 0;  // its tensors' TensorStat::set_ranks
-  };
-  struct SliceKey {
-    int rank;
-    std::string name;
-    int64_t begin_ns;
-    int64_t end_ns;
-    bool operator==(const SliceKey& o) const {
-      return rank == o.rank && begin_ns == o.begin_ns && end_ns == o.end_ns && name == o.name;
-    }
-  };
-  struct SliceKeyHash {
-    size_t operator()(const SliceKey& k) const;
-  };
-  struct RankAccum {
-    LogHistogram lag;
-    uint64_t times_last = 0;
-  };
-  // A step whose negotiations are still coming (negotiations complete nearly in step order).
-  struct OpenStep {
-    WaitMatrix waits{64};
-    std::vector<double> ready_end;  // per rank: its last readiness in the step; -1: none
-    uint64_t negotiations = 0;
-    double begin_us = 0;
-    bool has_begin = false;
-  };
-  // Unions of one phase's slices, per rank.
-  struct PhaseUnion {
-    std::vector<IntervalUnion> by_rank;
-  };
-
-  bool in_window(double ts) const;
-  bool selected(int rank) const;
-  bool selected(const std::string& operation) const;
-  void observe_time(double begin, double end);
-  void on_metadata(const TraceEvent& e);
-  void on_negotiation_end(const TraceEvent& e, OpenSlice& slice);
-  void on_slice_end(const TraceEvent& e, int rank, OpenSlice& slice, OpenSlice* parent);
-  bool first_of_fused(int rank, const std::string& name, double begin, double end,
-                      int64_t fused_tensors);
-  void add_batch_member(int rank, int set_ranks, const OpenSlice& op);
-  // The run's ranks (its metadata, else the lanes seen so far).
-  int job_ranks() const {
-    return summary_.run.ranks > 0 ? summary_.run.ranks : static_cast<int>(lanes_seen_.size());
-  }
-  void finalize_batch(const std::string& op, const PendingBatch& batch);
-  void add_to_step(int64_t step, std::vector<Readiness> ready);
-  void close_step(int64_t step);
-  void add_busy(const std::string& op, const std::string& phase, int rank, double begin,
-                double end);
-  void finish_steps(Summary& s);
-  RankAccum& rank_accum(int rank);
-  TensorStat& tensor(int64_t pid);
-
-  SummaryOptions options_;
-  std::vector<bool> rank_selected_;
-  Summary summary_;
-  bool have_time_ = false;
-  std::map<std::pair<int64_t, int64_t>, std::vector<OpenSlice>> stacks_;
-  std::unordered_map<int64_t, TensorStat> tensors_;
-  std::vector<RankAccum> ranks_;
-  std::vector<bool> lanes_seen_;
-  std::map<std::pair<std::string, std::string>, Accum> phase_accum_;  // (op, phase)
-  std::map<std::string, Accum> negotiate_accum_;                      // op
-  std::map<std::string, FusionStat> fusion_;
-  // Keyed by (op, process set size or 0), with the lanes counted in each; op and ranks are filled
-  // in from the key by finish().
-  std::map<std::pair<std::string, int>, std::pair<BandwidthStat, std::vector<bool>>> bandwidth_;
-  // Fused batches: members seen so far, keyed by (rank, op, collective begin); bounded.
-  std::unordered_map<BatchKey, PendingBatch, BatchKeyHash> pending_batches_;
-  std::deque<std::pair<BatchKey, uint64_t>> pending_order_;
-  // Shared slices of fused batches already counted, with how many copies are still to come.
-  std::unordered_map<SliceKey, std::pair<uint64_t, int64_t>, SliceKeyHash> shared_slices_;
-  std::deque<std::pair<SliceKey, uint64_t>> shared_order_;
-  uint64_t serial_ = 0;
-  WaitMatrix waits_;
-  std::map<std::pair<std::string, std::string>, PhaseUnion> busy_;  // (op, phase)
-  std::map<std::string, IntervalUnion> negotiate_busy_;             // op
-  std::unordered_map<int64_t, int64_t> occurrences_;                // pid -> negotiations seen
-  std::map<int64_t, OpenStep> open_steps_;
-  // Steps done with: their figures, and each rank's last readiness (-1: none).
-  struct ClosedStep {
-    StepStat stat;
-    std::vector<double> ready_end;
-  };
-  std::map<int64_t, ClosedStep> closed_steps_;
-  LogHistogram cycle_intervals_;
-  double last_cycle_ts_ = -1;
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace ranktime::timeline
