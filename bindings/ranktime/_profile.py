@@ -18,14 +18,14 @@ __all__ = ["profile"]
 
 
 class profile:
-    """``torch.profiler.profile`` (every other argument is the profiler's) that writes
+    """``torch.profiler.profile`` (every other argument is the profiler's, by keyword) that writes
     ``DIR/profile.rank<R>.json`` on each rank R and anchors it at the start, at each ``step()``
     and at the end. Use it as the profiler: ``with ranktime.torch.profile(dir=d) as p: ...
     p.step()``. Needs ranktime.init() first. With a ``schedule``, each finished cycle rewrites the
     file (the last one stays) and ``on_trace_ready``, if given, is called after.
     """
 
-    def __init__(self, *args, dir, on_trace_ready=None, **kwargs):
+    def __init__(self, *, dir, on_trace_ready=None, **kwargs):
         if not _core.is_initialized():
             raise RuntimeError("ranktime.torch.profile: call ranktime.init() first")
         self._rank = _core.rank()
@@ -34,7 +34,7 @@ class profile:
         self._user_ready = on_trace_ready
         self._who = "rank.%d.pid.%d.host.%s" % (self._rank, os.getpid(), socket.gethostname())
         self._anchors = 0
-        self._profiler = torch.profiler.profile(*args, on_trace_ready=self._ready, **kwargs)
+        self._profiler = torch.profiler.profile(on_trace_ready=self._ready, **kwargs)
 
     def _anchor(self):
         n = self._anchors

@@ -404,6 +404,27 @@ TEST_F(MergeFiles, PutsEachRanksEventsOnRankZerosClock) {
   EXPECT_NEAR(op_ts[torch_process_pid(1)], 40'000, 0.01);
 }
 
+TEST_F(MergeFiles, ReadsKinetoProfilesToo) {
+  // Kineto's object, its times on a large base (as newer torch writes them): the anchors place it.
+  json events = legacy_profile(1, kZeroNs + 40'000'000, "aten::mm", 101);
+  for (json& e : events) e["ts"] = e["ts"].get<double>() + 1.7e12;
+  json kineto = {{"schemaVersion", 1},
+                 {"distributedInfo", {{"rank", 1}}},
+                 {"baseTimeNanoseconds", 1'700'000'000'000'000'000},
+                 {"traceEvents", events}};
+  MergeResult r = merge({{write_file(dir_ / "k.json", kineto.dump()), 1}});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.ranks.at(0).kineto);
+  bool found = false;
+  for (const json& e : merged()) {
+    if (e.value("name", "") == "aten::mm" && e["tid"] == 1) {
+      EXPECT_NEAR(e["ts"].get<double>(), 30'000, 0.01);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST_F(MergeFiles, StepsKeepAWindow) {
   const std::string p0 = write_file(dir_ / "p0.json", legacy_profile(0, kZeroNs).dump());
   ASSERT_TRUE(merge({{p0, -1}}, 0, std::make_pair(1, 1)).ok);
