@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "ranktime/clock_ns.h"
 #include "ranktime/ranktime.h"
 #include "tensor_import.h"
 
@@ -238,6 +239,8 @@ PYBIND11_MODULE(_core, m) {
       "region_end", [](std::string_view name) { region_end(name); }, py::arg("name"),
       "Ends region `name`, the innermost open on this thread; raises RanktimeError naming the "
       "region and the rank when it is not.");
+  m.def("clock_ns", &clock_ns,
+        "This rank's clock in ns (the timeline's, before rank 0 maps it by the rank's offset).");
   m.def("stop_timeline", [] {
     Status status;
     {

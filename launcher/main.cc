@@ -1,5 +1,6 @@
 // The `ranktime` command: `run` (wraps mpirun), `summary`, `check` and `report` (read timelines),
 // `top` (a running job's metrics endpoint).
+// `merge` (torch.profiler traces onto a timeline).
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "check_command.h"
+#include "merge_command.h"
 #include "report_command.h"
 #include "run_command.h"
 #include "summary_command.h"
@@ -62,11 +64,13 @@ int main(int argc, char** argv) {
   CheckCommandOptions check_options;
   ReportCommandOptions report_options;
   TopCommandOptions top_options;
+  MergeCommandOptions merge_options;
   CLI::App* run = add_run_command(app, &run_options);
   CLI::App* summary = add_summary_command(app, &summary_options);
   CLI::App* check = add_check_command(app, &check_options);
   CLI::App* report = add_report_command(app, &report_options);
   CLI::App* top = add_top_command(app, &top_options);
+  CLI::App* merge = add_merge_command(app, &merge_options);
 
   SplitArgs split = split_args(argc, argv);
   try {
@@ -90,5 +94,6 @@ int main(int argc, char** argv) {
   if (*check) return run_check(check_options);
   if (*report) return run_report(report_options);
   if (*top) return run_top(top_options);
+  if (*merge) return run_merge(merge_options);
   return 2;
 }

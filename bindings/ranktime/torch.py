@@ -27,6 +27,7 @@ from ._collectives import Handle, poll, synchronize
 from ._instrument import instrument
 from ._core import (InvalidArgumentError, NameInFlightError, RanktimeError, cross_rank,
                     cross_size, is_initialized, local_rank, local_size, rank, size)
+from ._profile import profile
 from ._timeline import start_timeline, stop_timeline
 from ._torch_ops import *  # noqa: F401,F403 (the collectives, Horovod-shaped)
 from ._torch_ops import (Average, Compression, _resolve_op, broadcast_object, global_process_set)
@@ -39,7 +40,7 @@ __all__ = _torch_ops.__all__ + [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size", "barrier", "join", "synchronize", "poll", "Handle",
     "start_timeline",
-    "stop_timeline", "instrument",
+    "stop_timeline", "instrument", "profile",
     "RanktimeError", "HorovodInternalError", "NameInFlightError", "InvalidArgumentError",
     "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built",
     "rocm_built", "nccl_built",

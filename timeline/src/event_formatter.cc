@@ -323,6 +323,10 @@ size_t EventFormatter::append_run_metadata(const RunMetadata& metadata, int64_t 
   json::append_int(static_cast<int64_t>(file_index), out);
   out->append(",\"timeline_ranks\":");
   append_quoted(metadata.timeline_ranks, out);
+  // Rank 0's raw clock at ts 0: `ranktime merge` maps times a rank read from ranktime's clock
+  // (ranktime.torch.profile's anchors) onto the trace with it and the rank's offset.
+  out->append(",\"clock_zero_ns\":");
+  json::append_int(start_ns_, out);
   out->append("}}");
   return 4;
 }

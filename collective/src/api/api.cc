@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/wire.h"
 #include "recording/region_stack.h"
+#include "ranktime/clock_ns.h"
 #include "runtime/runtime.h"
 
 namespace ranktime {
@@ -324,6 +325,7 @@ Region::~Region() {
     RANKTIME_LOG(kWarning, e.what());
   }
 }
+int64_t clock_ns() { return runtime("clock_ns()").now_ns(); }
 
 std::vector<RankLateness> lateness() { return runtime("lateness()").lateness(); }
 

@@ -236,12 +236,14 @@ TraceSummarizer& TraceSummarizer::operator=(TraceSummarizer&&) noexcept = defaul
 void TraceSummarizer::add(const TraceEvent& e) {
   State& st = *state_;
   ++st.summary.events;
-  if (e.has_pid && rank_process_rank(e.pid) >= 0) return;  // regions: the causes analysis's
   if (e.phase() == 'M' || analysis::is_run_metadata(e)) {
     st.on_metadata(e);
     return;
   }
   if (!e.has_ts || !e.has_pid || !e.has_tid) return;
+  // torch.profiler events (`ranktime merge`, process "rank R (torch)"): not the runtime's work.
+  // The hook for an analysis that reads them (the operators inside a rank's region).
+  if (torch_process_rank(e.pid) >= 0) return;
   const char ph = e.ph.size() == 1 ? e.ph[0] : '?';
   if (ph == 'B') {
     st.slices.open(e);

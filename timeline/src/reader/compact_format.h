@@ -49,7 +49,11 @@ class FormatCompleter {
         }
       }
     }
-    if (e.phase() != 'X' || e.pid <= 0 || !e.has_ts || !e.malformed.empty()) return next_(e);
+    // torch.profiler events (`ranktime merge`) are the profiler's own: handed on as they are.
+    if (e.phase() != 'X' || e.pid <= 0 || !e.has_ts || !e.malformed.empty() ||
+        torch_process_rank(e.pid) >= 0) {
+      return next_(e);
+    }
     if (e.tid == 0) {
       if (!is_tick_event(e)) {
         negotiation_begin_[e.pid] = e.ts;

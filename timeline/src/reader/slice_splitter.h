@@ -26,7 +26,7 @@ class CompleteSliceSplitter {
     const bool tick = is_tick(e);
     if (pending_ > 0 && e.phase() != 'M' && e.has_ts && !close_until(e, tick)) return false;
     if (e.phase() != 'X' || tick || e.pid <= 0 || !e.has_dur || !e.has_ts || e.dur < 0 ||
-        !e.malformed.empty()) {
+        !e.malformed.empty() || torch_process_rank(e.pid) >= 0) {
       return next_(e);
     }
     TraceEvent begin = e;

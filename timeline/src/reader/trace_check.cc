@@ -101,6 +101,8 @@ void TraceChecker::check_event(const TraceEvent& e) {
     on_flow(e);
     return;
   }
+  // torch.profiler events (`ranktime merge`): the profiler's, in its order (not per thread).
+  if (torch_process_rank(e.pid) >= 0) return;
   ThreadState& thread = threads_[{e.pid, e.tid}];
   if (thread.has_ts && e.ts + kTsEpsilon < thread.last_ts) {
     violation(e, "ts " + format_ts(e.ts) + " of " + in_quotes(e.name) + " ('" + e.ph +

@@ -50,4 +50,20 @@ inline constexpr int64_t rank_process_rank(int64_t pid) {
              : -1;
 }
 
+// torch.profiler events (`ranktime merge`): rank R's go into a process of their own named
+// "rank R (torch)" (sorted by its pid, after the ranks' processes), on a second base clear of the
+// first (kRankProcessPidBase + kMaxTraceRanks is far below it) and below 2^31, which Chrome's
+// viewer needs. Their threads are the profiler's, renumbered from 1; names are the profiler's.
+inline constexpr int64_t kTorchProcessPidBase = 1'500'000'000;
+inline constexpr int64_t torch_process_pid(int64_t rank) { return kTorchProcessPidBase + rank; }
+// R for rank R's torch process pid; -1 for any other pid.
+inline constexpr int64_t torch_process_rank(int64_t pid) {
+  return pid >= kTorchProcessPidBase && pid < kTorchProcessPidBase + kMaxTraceRanks
+             ? pid - kTorchProcessPidBase
+             : -1;
+}
+static_assert(kRankProcessPidBase + kMaxTraceRanks < kTorchProcessPidBase &&
+                  kTorchProcessPidBase + kMaxTraceRanks < (int64_t{1} << 31),
+              "torch processes clear of the ranks' and within Chrome's 32-bit pids");
+
 }  // namespace ranktime::timeline
