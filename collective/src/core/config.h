@@ -66,6 +66,12 @@ struct Config {
   std::string status_file;
   std::string test_fail_local;
   LaneRanks timeline_ranks;
+  bool stall_check_disable;
+  double start_timeout_s;
+
+  // Not settings: what parse_config() noticed (a Horovod variable that ours overrode), for init()
+  // to log.
+  std::vector<std::string> warnings;
 
   // RANKTIME_SPIN_US as a duration (at most an hour: longer is spinning for good).
   std::chrono::nanoseconds spin() const {
