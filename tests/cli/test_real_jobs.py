@@ -157,6 +157,9 @@ def test_settings_reach_the_runtime(cli, tmp_path):
     assert fusion["ALLREDUCE"]["max_tensors_per_batch"] == 1  # fusion off
 
 
+SYNTH_SMALL = [SYNTH, "--quiet", "--small-tensors", "4"]
+
+
 def run_metadata_of(trace):
     with open(trace) as f:
         return next(json.loads(line.rstrip().rstrip(",")) for line in f
@@ -182,7 +185,7 @@ def test_horovod_variables_reach_the_runtime(cli, tmp_path):
     env = dict(ENV, HOROVOD_TIMELINE=str(tmp_path / "h.json"),
                **{name: value for name, (value, _, _) in HOROVOD_ENV.items()})
     env.pop("RANKTIME_STALL_SHUTDOWN_S", None)  # ctest sets ours, which would win
-    result = ranktime("run", "-np", "2", "--oversubscribe", "--", SYNTH, "--quiet", "--small-tensors", "4", "--steps", "2",
+    result = ranktime("run", "-np", "2", "--oversubscribe", "--", *SYNTH_SMALL, "--steps", "2",
                       cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert_check_passes(tmp_path / "h.json")  # HOROVOD_TIMELINE named the file
@@ -194,7 +197,7 @@ def test_horovod_variables_reach_the_runtime(cli, tmp_path):
 def test_ours_wins_over_horovods_with_a_warning_naming_both(cli, tmp_path):
     env = dict(ENV, HOROVOD_CYCLE_TIME="7", RANKTIME_CYCLE_TIME_MS="2",
                HOROVOD_TIMELINE="DYNAMIC", RANKTIME_LOG_LEVEL="warning")
-    result = ranktime("run", "-np", "1", "--timeline-filename", "t.json", "--", SYNTH, "--quiet", "--small-tensors", "4",
+    result = ranktime("run", "-np", "1", "--timeline-filename", "t.json", "--", *SYNTH_SMALL,
                       "--steps", "1", cwd=tmp_path, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "RANKTIME_CYCLE_TIME_MS='2' wins over HOROVOD_CYCLE_TIME='7'" in result.stderr
@@ -204,7 +207,7 @@ def test_ours_wins_over_horovods_with_a_warning_naming_both(cli, tmp_path):
 
 def test_a_bad_horovod_value_fails_naming_horovods_variable(cli, tmp_path):
     env = dict(ENV, HOROVOD_FUSION_THRESHOLD="64MB")
-    result = ranktime("run", "-np", "1", "--", SYNTH, "--quiet", "--small-tensors", "4", "--steps", "1", cwd=tmp_path,
+    result = ranktime("run", "-np", "1", "--", *SYNTH_SMALL, "--steps", "1", cwd=tmp_path,
                       env=env, timeout=300)
     assert result.returncode != 0
     assert "HOROVOD_FUSION_THRESHOLD='64MB' is not valid" in result.stdout + result.stderr
@@ -218,7 +221,7 @@ def test_a_horovodrun_line_runs_unchanged(cli, tmp_path):
                       "7", "--hierarchical-allreduce", "--no-stall-check",
                       "--stall-check-warning-time-seconds", "9",
                       "--stall-check-shutdown-time-seconds", "30", "--log-level", "ERROR",
-                      "--start-timeout", "60", SYNTH, "--quiet", "--small-tensors", "4", "--steps", "2",
+                      "--start-timeout", "60", *SYNTH_SMALL, "--steps", "2",
                       cwd=tmp_path, env=ENV, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     config = run_metadata_of(tmp_path / "t.json")["config"]
@@ -242,7 +245,7 @@ def test_start_timeout_ends_a_job_whose_ranks_do_not_all_start(cli, tmp_path):
                        "exec \"$@\"\n")
     program.chmod(0o755)
     result = ranktime("run", "-np", "2", "--oversubscribe", "--start-timeout", "2", program,
-                      SYNTH, "--quiet", "--small-tensors", "4", "--steps", "1", cwd=tmp_path, env=ENV, timeout=300)
+                      *SYNTH_SMALL, "--steps", "1", cwd=tmp_path, env=ENV, timeout=300)
     assert result.returncode != 0
     assert "not every rank started within RANKTIME_START_TIMEOUT_S=2 s" in result.stderr
 
