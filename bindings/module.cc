@@ -160,6 +160,7 @@ PYBIND11_MODULE(_core, m) {
       .value("Min", ReduceOp::kMin)
       .value("Max", ReduceOp::kMax)
       .value("Product", ReduceOp::kProduct)
+      .value("Adasum", ReduceOp::kAdasum)
       .export_values();
 
   // Collective calls block on other ranks: they release the GIL so other threads keep running.

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -121,17 +122,9 @@ void add_setting_flag(CLI::App* cmd, const Setting& s, RunCommandOptions* o) {
       cmd->add_option(s.flag, o->settings[var],
                       std::string(s.flag_help) + " (" + var + ", in bytes)");
       return;
-    case FlagForm::kValue: {
-      auto* option =
-          cmd->add_option(s.flag, o->settings[var], std::string(s.flag_help) + " (" + var + ")");
-      if (std::holds_alternative<LogLevel Config::*>(s.field)) {
-        option->check(
-            CLI::IsMember({log_level_name(LogLevel::kTrace), log_level_name(LogLevel::kDebug),
-                           log_level_name(LogLevel::kInfo), log_level_name(LogLevel::kWarning),
-                           log_level_name(LogLevel::kError)}));
-      }
+    case FlagForm::kValue:
+      cmd->add_option(s.flag, o->settings[var], std::string(s.flag_help) + " (" + var + ")");
       return;
-    }
   }
 }
 
@@ -400,6 +393,15 @@ MpirunPlan plan_mpirun(const RunCommandOptions& o, const std::string& mpirun,
       if (!user_sets_mca(o, name)) plan.argv.insert(plan.argv.end(), {"--mca", name, value});
     }
   }
+  if (!o.network_interfaces.empty()) {
+    std::string list;
+    for (const auto& nic : o.network_interfaces) list += (list.empty() ? "" : ",") + nic;
+    for (const char* name : {"btl_tcp_if_include", "oob_tcp_if_include"})
+      plan.argv.insert(plan.argv.end(), {"--mca", name, list});
+  }
+  if (!o.output_filename.empty()) {
+    plan.argv.insert(plan.argv.end(), {"--output-filename", o.output_filename});
+  }
   for (const auto& [name, value] : o.mca) plan.argv.insert(plan.argv.end(), {"--mca", name, value});
   for (const auto& arg : o.mpi_args) plan.argv.push_back(arg);
 
@@ -428,9 +430,16 @@ CLI::App* add_run_command(CLI::App& app, RunCommandOptions* o) {
       "run",
       "Run PROGRAM on N ranks through Open MPI's mpirun, with ranktime settings passed to "
       "every rank:\n  ranktime run -np 4 [options] -- PROGRAM ARGS...");
-  cmd->add_option("-n,--np", o->np, "number of ranks (also -np N)")->required();
-  auto* hosts = cmd->add_option("-H,--host", o->hosts, "hosts and slots: host1:2,host2:2");
-  auto* hostfile = cmd->add_option("--hostfile", o->hostfile, "Open MPI hostfile");
+  cmd->add_option("-n,--np,--num-proc", o->np, "number of ranks (also -np N)")->required();
+  auto* hosts = cmd->add_option("-H,--host,--hosts", o->hosts, "hosts and slots: host1:2,host2:2");
+  auto* hostfile = cmd->add_option("--hostfile", o->hostfile, "Open MPI hostfile (also -hostfile)");
+  cmd->add_option("--network-interface,--network-interfaces", o->network_interfaces,
+                  "the network interface(s) MPI may use across hosts, as horovodrun's: repeat, or "
+                  "a comma-separated list (mpirun's btl_tcp_if_include and oob_tcp_if_include)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  cmd->add_option("--output-filename", o->output_filename,
+                  "mpirun writes each rank's output under this directory (as horovodrun with MPI)");
   hosts->excludes(hostfile);
   for (const Setting& s : settings()) add_setting_flag(cmd, s, o);
   cmd->add_option("--mpirun", o->mpirun, "mpirun to use (default: the one on PATH)");
@@ -479,6 +488,13 @@ int run_run(RunCommandOptions& o) {
       throw InputError{std::string("--timeline-ranks: ") + e.what()};
     }
     for (const auto& [name, value] : o.mca) validate_mca(name, value);
+    for (const auto& nic : o.network_interfaces) {
+      const bool ok = !nic.empty() && std::all_of(nic.begin(), nic.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.:-/", c) != nullptr;
+      });
+      if (!ok) throw InputError{"--network-interface '" + nic + "': not an interface name"};
+    }
+    if (!o.output_filename.empty()) o.output_filename = absolute_path(o.output_filename);
     if (o.command.empty()) {
       throw InputError{"no program to run: ranktime run -np N [options] -- PROGRAM ARGS..."};
     }

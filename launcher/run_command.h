@@ -21,7 +21,9 @@ struct RunCommandOptions {
   std::string mpirun;  // --mpirun PATH
   bool oversubscribe = false;
   std::vector<std::pair<std::string, std::string>> mca;  // --mca NAME VALUE, for mpirun
-  std::vector<std::string> mpi_args;  // --mpi-arg=ARG, passed to mpirun as they are
+  std::vector<std::string> mpi_args;            // --mpi-arg=ARG, passed to mpirun as they are
+  std::vector<std::string> network_interfaces;  // --network-interface(s), horovodrun's
+  std::string output_filename;                  // --output-filename DIR, for mpirun
   bool dry_run = false;
   bool verbose = false;
   std::vector<std::string> command;  // PROGRAM ARGS...

@@ -18,7 +18,7 @@ from ._collectives import (Handle, allgather, allgather_async, allreduce, allred
                            grouped_allreduce_async, grouped_allreduce_async_,
                            grouped_reducescatter, grouped_reducescatter_async, poll,
                            reducescatter, reducescatter_async, synchronize)
-from ._core import (Average, InvalidArgumentError, Max, Min, NameInFlightError, Product,
+from ._core import (Adasum, Average, InvalidArgumentError, Max, Min, NameInFlightError, Product,
                     RankLateness, RanktimeError, ReduceOp, Sum, cross_rank, cross_size,
                     is_initialized, lateness, local_rank, local_size, rank, size)
 from ._process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
@@ -44,7 +44,7 @@ __all__ = [
     "synchronize", "poll", "barrier", "join", "Handle", "RanktimeError", "NameInFlightError",
     "InvalidArgumentError",
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
-    "ReduceOp", "Sum", "Average", "Min", "Max", "Product",
+    "ReduceOp", "Sum", "Average", "Min", "Max", "Product", "Adasum",
     "start_timeline", "stop_timeline", "timeline", "mark_step", "lateness", "RankLateness",
     "region", "region_begin", "region_end",
 ]

@@ -244,8 +244,8 @@ def _scale(framework, buffer, factor):
 
 def _check_op(op):
     if not isinstance(op, _core.ReduceOp):
-        raise TypeError("ranktime: op must be ranktime.Sum, Average, Min, Max or Product, got %r"
-                        % (op,))
+        raise TypeError("ranktime: op must be ranktime.Sum, Average, Min, Max, Product or Adasum, "
+                        "got %r" % (op,))
 
 
 # --- allreduce ---------------------------------------------------------------------------------

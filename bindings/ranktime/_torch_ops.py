@@ -15,24 +15,15 @@ import numpy as np
 import torch
 
 from . import _collectives, _core, _names, _process_sets
-from ._core import Average, Max, Min, Product, Sum
+from ._core import Adasum, Average, Max, Min, Product, Sum
 from ._process_sets import ProcessSet, add_process_set, global_process_set, remove_process_set
 
 _names.skip_frames_in(os.path.dirname(torch.autograd.function.__file__))
 
 
-class _Adasum:
-    """Horovod's Adasum reduction, which ranktime does not have: using it raises."""
-
-    def __repr__(self):
-        return "Adasum"
-
-
-Adasum = _Adasum()
-
-
-def _resolve_op(op, average):
-    """Horovod's rule: op wins, `average` (deprecated) is True -> Average, False -> Sum."""
+def _resolve_op(op, average, process_set=None):
+    """Horovod's rule: op wins, `average` (deprecated) is True -> Average, False -> Sum.
+    Adasum where Horovod has it: allreduces (process_set given) over all ranks, a power of two."""
     if op is not None:
         if average is not None:
             raise ValueError("ranktime: the op parameter supersedes average; pass only one")
@@ -43,8 +34,15 @@ def _resolve_op(op, average):
     else:
         op = Average
     if op is Adasum:
-        raise NotImplementedError("ranktime: the Adasum reduction is not supported; use "
-                                  "Average or Sum")
+        if process_set is None:
+            raise NotImplementedError("ranktime: Adasum reduces allreduces only (as Horovod's); "
+                                      "use Average or Sum")
+        if process_set is not global_process_set:  # Horovod's messages
+            raise NotImplementedError("Adasum does not support non-global process sets yet.")
+        size = _core.size()
+        if size & (size - 1):
+            raise NotImplementedError("Running Adasum with non-power of 2 ranks is not supported "
+                                      "yet.")
     return op
 
 
@@ -97,7 +95,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing `tensor` over all ranks into a new tensor; returns a Handle."""
     _check(tensor, process_set)
-    return _collectives.allreduce_async(tensor, name, _resolve_op(op, average),
+    return _collectives.allreduce_async(tensor, name, _resolve_op(op, average, process_set),
                                         prescale_factor, postscale_factor, process_set)
 
 
@@ -105,8 +103,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing `tensor` over all ranks in place; the handle's result is `tensor`."""
     _check(tensor, process_set)
-    return _collectives.allreduce_async_(tensor, name, _resolve_op(op, average), prescale_factor,
-                                         postscale_factor, process_set)
+    return _collectives.allreduce_async_(tensor, name, _resolve_op(op, average, process_set),
+                                         prescale_factor, postscale_factor, process_set)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -143,7 +141,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     gradients flow through it. `compression` applies to what is sent (Compression.fp16: float
     tensors travel as float16)."""
     _check(tensor, process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, process_set)
     compressed, ctx = compression.compress(tensor)
     reduced = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor,
                                process_set)
@@ -280,16 +278,18 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     """Starts reducing every tensor of `tensors` (one negotiation, one fused execution, all or
     nothing); the handle's result is the list of new tensors."""
     _check_all(tensors, process_set)
-    return _collectives.grouped_allreduce_async(tensors, name, _resolve_op(op, average),
-                                                prescale_factor, postscale_factor, process_set)
+    op = _resolve_op(op, average, process_set)
+    return _collectives.grouped_allreduce_async(tensors, name, op, prescale_factor,
+                                                postscale_factor, process_set)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing every tensor of `tensors` in place; the handle's result is `tensors`."""
     _check_all(tensors, process_set)
-    return _collectives.grouped_allreduce_async_(tensors, name, _resolve_op(op, average),
-                                                 prescale_factor, postscale_factor, process_set)
+    op = _resolve_op(op, average, process_set)
+    return _collectives.grouped_allreduce_async_(tensors, name, op, prescale_factor,
+                                                 postscale_factor, process_set)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -320,7 +320,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
     """Returns the reduction of every tensor of `tensors` over all ranks (one negotiation, one
     fused execution, all or nothing), as new tensors; gradients flow through it."""
     _check_all(tensors, process_set)
-    op = _resolve_op(op, average)
+    op = _resolve_op(op, average, process_set)
     compressed, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
     reduced = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
                                       *compressed)

@@ -30,13 +30,16 @@ from ._core import (InvalidArgumentError, NameInFlightError, RanktimeError, cros
 from ._profile import profile
 from ._timeline import start_timeline, stop_timeline
 from ._torch_ops import *  # noqa: F401,F403 (the collectives, Horovod-shaped)
-from ._torch_ops import (Average, Compression, _resolve_op, broadcast_object, global_process_set)
+from ._adasum_optimizer import _DistributedAdasumOptimizer
+from ._sync_batch_norm import SyncBatchNorm
+from ._torch_ops import (Adasum, Average, Compression, _resolve_op, broadcast_object,
+                         global_process_set)
 from . import barrier, init, join, shutdown
 
 HorovodInternalError = RanktimeError  # Horovod's name for a failed collective
 
 __all__ = _torch_ops.__all__ + [
-    "DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
+    "DistributedOptimizer", "SyncBatchNorm", "broadcast_parameters", "broadcast_optimizer_state",
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size", "barrier", "join", "synchronize", "poll", "Handle",
     "start_timeline",
@@ -224,7 +227,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     named_parameters: ``model.named_parameters()``; names the tensors ``allreduce.<name>``, which
         is what the timeline shows. Without it gradients are named ``allreduce.noname.<i>`` in
         parameter-group order.
-    op: ranktime.Average (default) or ranktime.Sum.
+    op: ranktime.Average (default), ranktime.Sum, or Adasum: on more than one rank, as Horovod,
+        each rank's optimizer step (its delta) is combined by Adasum instead of the gradients
+        (ranktime/_adasum_optimizer.py).
     process_set: reduce over these ranks only (a ProcessSet); on ranks outside it the optimizer
         reduces nothing and steps on local gradients, as in Horovod.
     backward_passes_per_step: local backward passes accumulated before each reduction.
@@ -237,7 +242,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if backward_passes_per_step < 1:
         raise ValueError("ranktime: backward_passes_per_step must be at least 1")
     _process_sets.id_of(process_set)
-    op = _resolve_op(op, None)
+    op = _resolve_op(op, None, process_set)
+    if op is Adasum and size() > 1:
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedAdasumOptimizer.__dict__))
+        distributed = cls(optimizer.param_groups,
+                          _parameter_names(optimizer.param_groups, named_parameters), compression,
+                          backward_passes_per_step)
+        distributed.load_state_dict(optimizer.state_dict())
+        return distributed
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     distributed = cls(optimizer.param_groups, named_parameters, op, backward_passes_per_step,

@@ -187,6 +187,99 @@ def test_settings_reach_the_runtime(cli, tmp_path):
     assert fusion["ALLREDUCE"]["max_tensors_per_batch"] == 1  # fusion off
 
 
+SYNTH_SMALL = [SYNTH, "--quiet", "--small-tensors", "4"]
+
+
+def run_metadata_of(trace):
+    with open(trace) as f:
+        return next(json.loads(line.rstrip().rstrip(",")) for line in f
+                    if '"ranktime_run"' in line)["args"]
+
+
+# Each Horovod variable, a value, and what the run metadata's config then shows (Horovod's units).
+HOROVOD_ENV = {
+    "HOROVOD_TIMELINE_MARK_CYCLES": ("1", "TIMELINE_MARK_CYCLES", "1"),
+    "HOROVOD_FUSION_THRESHOLD": ("1048576", "RANKTIME_FUSION_THRESHOLD", "1048576"),  # bytes
+    "HOROVOD_CYCLE_TIME": ("3.5", "RANKTIME_CYCLE_TIME_MS", "3.5"),  # ms
+    "HOROVOD_CACHE_CAPACITY": ("7", "RANKTIME_CACHE_CAPACITY", "7"),
+    "HOROVOD_HIERARCHICAL_ALLREDUCE": ("1", "RANKTIME_HIERARCHICAL_ALLREDUCE", "1"),
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": ("9", "RANKTIME_STALL_WARNING_S", "9"),  # s
+    "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": ("30", "RANKTIME_STALL_SHUTDOWN_S", "30"),
+    "HOROVOD_STALL_CHECK_DISABLE": ("1", "RANKTIME_STALL_CHECK_DISABLE", "1"),
+    "HOROVOD_LOG_LEVEL": ("ERROR", "RANKTIME_LOG_LEVEL", "error"),
+    "HOROVOD_START_TIMEOUT": ("60", "RANKTIME_START_TIMEOUT_S", "60"),
+}
+
+
+def test_horovod_variables_reach_the_runtime(cli, tmp_path):
+    env = dict(ENV, HOROVOD_TIMELINE=str(tmp_path / "h.json"),
+               **{name: value for name, (value, _, _) in HOROVOD_ENV.items()})
+    env.pop("RANKTIME_STALL_SHUTDOWN_S", None)  # ctest sets ours, which would win
+    result = ranktime("run", "-np", "2", "--oversubscribe", "--", *SYNTH_SMALL, "--steps", "2",
+                      cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert_check_passes(tmp_path / "h.json")  # HOROVOD_TIMELINE named the file
+    config = run_metadata_of(tmp_path / "h.json")["config"]
+    for name, (_, ours, shown) in HOROVOD_ENV.items():
+        assert config[ours] == shown, (name, config[ours])
+
+
+def test_ours_wins_over_horovods_with_a_warning_naming_both(cli, tmp_path):
+    env = dict(ENV, HOROVOD_CYCLE_TIME="7", RANKTIME_CYCLE_TIME_MS="2",
+               HOROVOD_TIMELINE="DYNAMIC", RANKTIME_LOG_LEVEL="warning")
+    result = ranktime("run", "-np", "1", "--timeline-filename", "t.json", "--", *SYNTH_SMALL,
+                      "--steps", "1", cwd=tmp_path, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "RANKTIME_CYCLE_TIME_MS='2' wins over HOROVOD_CYCLE_TIME='7'" in result.stderr
+    assert "wins over HOROVOD_TIMELINE='DYNAMIC'" in result.stderr
+    assert run_metadata_of(tmp_path / "t.json")["config"]["RANKTIME_CYCLE_TIME_MS"] == "2"
+
+
+def test_a_bad_horovod_value_fails_naming_horovods_variable(cli, tmp_path):
+    env = dict(ENV, HOROVOD_FUSION_THRESHOLD="64MB")
+    result = ranktime("run", "-np", "1", "--", *SYNTH_SMALL, "--steps", "1", cwd=tmp_path,
+                      env=env, timeout=300)
+    assert result.returncode != 0
+    assert "HOROVOD_FUSION_THRESHOLD='64MB' is not valid" in result.stdout + result.stderr
+
+
+def test_a_horovodrun_line_runs_unchanged(cli, tmp_path):
+    """horovodrun's spellings, and the program's own flags after it without --."""
+    result = ranktime("run", "-np", "2", "-H", "localhost:2", "--oversubscribe",
+                      "--timeline-filename", "t.json", "--timeline-mark-cycles",
+                      "--fusion-threshold-mb", "1", "--cycle-time-ms", "3", "--cache-capacity",
+                      "7", "--hierarchical-allreduce", "--no-stall-check",
+                      "--stall-check-warning-time-seconds", "9",
+                      "--stall-check-shutdown-time-seconds", "30", "--log-level", "ERROR",
+                      "--start-timeout", "60", *SYNTH_SMALL, "--steps", "2",
+                      cwd=tmp_path, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = run_metadata_of(tmp_path / "t.json")["config"]
+    assert {k: config[k] for k in ["TIMELINE_MARK_CYCLES", "RANKTIME_FUSION_THRESHOLD",
+                                   "RANKTIME_CYCLE_TIME_MS", "RANKTIME_CACHE_CAPACITY",
+                                   "RANKTIME_HIERARCHICAL_ALLREDUCE",
+                                   "RANKTIME_STALL_CHECK_DISABLE", "RANKTIME_STALL_WARNING_S",
+                                   "RANKTIME_STALL_SHUTDOWN_S", "RANKTIME_LOG_LEVEL",
+                                   "RANKTIME_START_TIMEOUT_S"]} == {
+        "TIMELINE_MARK_CYCLES": "1", "RANKTIME_FUSION_THRESHOLD": "1048576",
+        "RANKTIME_CYCLE_TIME_MS": "3", "RANKTIME_CACHE_CAPACITY": "7",
+        "RANKTIME_HIERARCHICAL_ALLREDUCE": "1", "RANKTIME_STALL_CHECK_DISABLE": "1",
+        "RANKTIME_STALL_WARNING_S": "9", "RANKTIME_STALL_SHUTDOWN_S": "30",
+        "RANKTIME_LOG_LEVEL": "error", "RANKTIME_START_TIMEOUT_S": "60"}
+
+
+def test_start_timeout_ends_a_job_whose_ranks_do_not_all_start(cli, tmp_path):
+    """Rank 1 starts 30 s late; --start-timeout 2 ends the job in bounded time, saying why."""
+    program = tmp_path / "late.sh"
+    program.write_text("#!/bin/sh\n[ \"$OMPI_COMM_WORLD_RANK\" = 1 ] && sleep 30\n"
+                       "exec \"$@\"\n")
+    program.chmod(0o755)
+    result = ranktime("run", "-np", "2", "--oversubscribe", "--start-timeout", "2", program,
+                      *SYNTH_SMALL, "--steps", "1", cwd=tmp_path, env=ENV, timeout=300)
+    assert result.returncode != 0
+    assert "not every rank started within RANKTIME_START_TIMEOUT_S=2 s" in result.stderr
+
+
 def test_scaled_workload_keeps_its_tensors(cli, tmp_path):
     """--scale (the scale run's BERT at a fraction of the bytes): every tensor of the workload,
     each with its elements times the factor (rounded, at least one), reduced and checked."""

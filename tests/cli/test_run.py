@@ -227,6 +227,34 @@ RANKTIME_LOG_LEVEL=debug
 # command
 {MPIRUN} {ROOT} -np 1 --bind-to none /bin/echo hi
 """),
+    # horovodrun's spellings: --hosts, -hostfile, --num-proc, the flags ranktime maps onto
+    # its settings, and the two it hands to mpirun.
+    "horovodrun": (["--num-proc", "2", "--hosts", "localhost:2", "--cache-capacity", "7",
+                    "--no-stall-check", "--start-timeout", "30", "--log-level", "WARNING",
+                    "--network-interface", "eth0", "--network-interface", "lo",
+                    "--output-filename", "out"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+RANKTIME_CACHE_CAPACITY=7
+RANKTIME_LOG_LEVEL=WARNING
+RANKTIME_STALL_CHECK_DISABLE=1
+RANKTIME_START_TIMEOUT_S=30
+# command
+{MPIRUN} {ROOT} -np 2 -H localhost:2 --bind-to none --mca btl_tcp_if_include eth0,lo \
+--mca oob_tcp_if_include eth0,lo --output-filename {DIR}/out -x RANKTIME_CACHE_CAPACITY=7 \
+-x RANKTIME_LOG_LEVEL=WARNING -x RANKTIME_STALL_CHECK_DISABLE=1 -x RANKTIME_START_TIMEOUT_S=30 \
+/bin/echo hi
+"""),
+    "horovodrun_single_dash": (["-np", "2", "-hostfile", "{DIR}/hosts",
+                                "--network-interfaces", "eth0,eth1"], """\
+# environment added for mpirun
+{ROOT_ENV}
+# environment of every rank (-x)
+# command
+{MPIRUN} {ROOT} -np 2 --hostfile {DIR}/hosts --bind-to none --mca btl_tcp_if_include eth0,eth1 \
+--mca oob_tcp_if_include eth0,eth1 /bin/echo hi
+"""),
     "everything": (["-np", "1", "--timeline-filename", "{DIR}/t.json", "--timeline-mark-cycles",
                     "--no-timeline-all-ranks", "--fusion-threshold-mb", "1",
                     "--cycle-time-ms", "1", "--stall-check-warning-time-seconds", "5",
@@ -262,6 +290,19 @@ def test_dry_run_golden(cli, tmp_path, fake_mpirun, case):
     assert result.returncode == 0, result.stderr
     assert result.stdout == golden(expected, fake_mpirun, tmp_path)
     assert not (fake_mpirun.parent / "ran").exists(), "--dry-run started mpirun"
+
+
+def test_a_horovodrun_line_needs_no_separator(cli, fake_mpirun):
+    """As horovodrun reads it: the program starts at the first argument that is neither a flag
+    nor a flag's value, and everything after it is the program's, flags included."""
+    result = ranktime("run", "-np", "1", "--mpirun", fake_mpirun, "--log-level", "info",
+                      "--dry-run", "/bin/echo", "hi", "--bogus", "-np", "3")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].endswith(
+        " -x RANKTIME_LOG_LEVEL=info /bin/echo hi --bogus -np 3")
+    unknown = ranktime("run", "-np", "1", "--mpirun", fake_mpirun, "--bogus", "/bin/echo", "hi")
+    assert unknown.returncode == 2
+    assert "--bogus" in unknown.stderr and "ranktime run --help" in unknown.stderr
 
 
 def test_dry_run_quotes_for_the_shell(cli, tmp_path, fake_mpirun):
@@ -342,6 +383,13 @@ BAD_INPUT = {
     "mca_value_is_a_flag": (["-np", "1", "--mca", "btl", "--verbose"],
                             "--mca btl --verbose: expected --mca NAME VALUE"),
     "mca_missing_value": (["-np", "1", "--mca", "btl"], "--mca"),
+    "start_timeout_negative": (["-np", "1", "--start-timeout=-1"],
+                               "--start-timeout -1: expected a non-negative number"),
+    "cache_capacity_not_a_number": (["-np", "1", "--cache-capacity", "lots"],
+                                    "--cache-capacity lots: expected a non-negative number"),
+    "network_interface_not_a_name": (["-np", "1", "--network-interface", "eth0;x"],
+                                     "--network-interface 'eth0;x': not an interface name"),
+    "horovodrun_flag_ranktime_lacks": (["-np", "1", "--gloo"], "--gloo"),
 }
 
 

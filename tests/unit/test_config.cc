@@ -82,15 +82,20 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(c.hierarchical_allreduce);
 }
 
-TEST(Config, ReadsExactlyTheVariablesDescribeLists) {
+TEST(Config, ReadsExactlyTheVariablesDescribeListsAndHorovodsNamesForThem) {
   std::set<std::string> asked;
   parse_config([&asked](const char* name) -> std::optional<std::string> {
     asked.insert(name);
     return std::nullopt;
   });
   auto names = described_names(Config{});
-  EXPECT_EQ(asked, std::set<std::string>(names.begin(), names.end()));
-  EXPECT_EQ(names.size(), asked.size()) << "describe() lists a variable twice";
+  std::set<std::string> expected(names.begin(), names.end());
+  for (const Setting& s : settings()) {
+    if (s.horovod_name != nullptr) expected.insert(s.horovod_name);
+  }
+  EXPECT_EQ(asked, expected);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size())
+      << "describe() lists a variable twice";
 }
 
 TEST(Config, TimelineFilenameIsTakenVerbatim) {
@@ -388,6 +393,89 @@ TEST(Settings, RunFlagsAreUniqueAndEachHasHelp) {
   }
   EXPECT_TRUE(flags.count("--timeline-filename"));
   EXPECT_TRUE(flags.count("--cycle-time-ms"));
+}
+
+// Horovod's variables, with Horovod's meaning and units: each sets the field its ranktime name
+// sets.
+struct HorovodCase {
+  const char* horovod;
+  const char* value;
+  const char* ours;  // the ranktime variable, and the value it takes
+  const char* ours_value;
+};
+const HorovodCase kHorovodCases[] = {
+    {"HOROVOD_TIMELINE", "/tmp/h t.json", "TIMELINE_FILENAME", "/tmp/h t.json"},
+    {"HOROVOD_TIMELINE", "DYNAMIC", "TIMELINE_FILENAME", ""},  // start_timeline() later
+    {"HOROVOD_TIMELINE_MARK_CYCLES", "1", "TIMELINE_MARK_CYCLES", "1"},
+    {"HOROVOD_FUSION_THRESHOLD", "33554432", "RANKTIME_FUSION_THRESHOLD", "33554432"},  // bytes
+    {"HOROVOD_CYCLE_TIME", "3.5", "RANKTIME_CYCLE_TIME_MS", "3.5"},                     // ms
+    {"HOROVOD_CACHE_CAPACITY", "0", "RANKTIME_CACHE_CAPACITY", "0"},
+    {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1", "RANKTIME_HIERARCHICAL_ALLREDUCE", "1"},
+    {"HOROVOD_STALL_CHECK_TIME_SECONDS", "2", "RANKTIME_STALL_WARNING_S", "2"},
+    {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "5", "RANKTIME_STALL_SHUTDOWN_S", "5"},
+    {"HOROVOD_STALL_CHECK_DISABLE", "1", "RANKTIME_STALL_CHECK_DISABLE", "1"},
+    {"HOROVOD_LOG_LEVEL", "DEBUG", "RANKTIME_LOG_LEVEL", "debug"},
+    {"HOROVOD_LOG_LEVEL", "fatal", "RANKTIME_LOG_LEVEL", "error"},
+    {"HOROVOD_START_TIMEOUT", "30", "RANKTIME_START_TIMEOUT_S", "30"},
+};
+
+TEST(Horovod, EachHorovodVariableSetsItsRanktimeSetting) {
+  std::set<std::string> covered;
+  for (const HorovodCase& h : kHorovodCases) {
+    covered.insert(h.horovod);
+    const Config c = parse({{h.horovod, h.value}});
+    EXPECT_EQ(described(c)[h.ours], h.ours_value) << h.horovod << "=" << h.value;
+    if (std::string(h.value) != "DYNAMIC")  // DYNAMIC is the default: no file at start
+      EXPECT_NE(described(c)[h.ours], described(Config{})[h.ours]) << h.horovod << " no effect";
+    EXPECT_TRUE(c.warnings.empty());
+  }
+  for (const Setting& s : settings()) {
+    if (s.horovod_name != nullptr) EXPECT_TRUE(covered.count(s.horovod_name)) << s.horovod_name;
+  }
+  EXPECT_EQ(parse({{"HOROVOD_STALL_CHECK_DISABLE", "1"}}).stall_check_disable, true);
+}
+
+TEST(Horovod, OursWinsWhenBothAreSetAndDisagreeAndTheWarningNamesBoth) {
+  Config c = parse({{"RANKTIME_FUSION_THRESHOLD", "1024"}, {"HOROVOD_FUSION_THRESHOLD", "2048"}});
+  EXPECT_EQ(c.fusion_threshold, 1024);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0],
+            "RANKTIME_FUSION_THRESHOLD='1024' wins over HOROVOD_FUSION_THRESHOLD='2048'");
+  c = parse({{"TIMELINE_FILENAME", "/a.json"}, {"HOROVOD_TIMELINE", "DYNAMIC"}});
+  EXPECT_EQ(c.timeline_filename, "/a.json");
+  EXPECT_THAT(c.warnings.at(0), HasSubstr("HOROVOD_TIMELINE='DYNAMIC'"));
+  // The same value spelled two ways agrees: no warning.
+  c = parse({{"RANKTIME_LOG_LEVEL", "debug"},
+             {"HOROVOD_LOG_LEVEL", "DEBUG"},
+             {"RANKTIME_CYCLE_TIME_MS", "2"},
+             {"HOROVOD_CYCLE_TIME", "2.0"}});
+  EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(Horovod, ABadValueIsAnErrorNamingHorovodsVariableAndTheValue) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"HOROVOD_FUSION_THRESHOLD", "64MB"}, {"HOROVOD_CYCLE_TIME", "fast"},
+      {"HOROVOD_CACHE_CAPACITY", "-1"},     {"HOROVOD_TIMELINE_MARK_CYCLES", "sometimes"},
+      {"HOROVOD_LOG_LEVEL", "loud"},        {"HOROVOD_STALL_CHECK_TIME_SECONDS", "0"},
+      {"HOROVOD_STALL_CHECK_DISABLE", "x"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "-5"},
+      {"HOROVOD_START_TIMEOUT", "30s"},     {"HOROVOD_HIERARCHICAL_ALLREDUCE", "yes please"},
+  };
+  for (const auto& [variable, value] : bad) {
+    for (const bool ours_too : {false, true}) {
+      Env env = {{variable, value}};
+      for (const Setting& s : settings()) {
+        if (ours_too && s.horovod_name != nullptr && s.horovod_name == std::string(variable))
+          env[s.variable] = s.default_text;
+      }
+      try {
+        parse(env);
+        ADD_FAILURE() << variable << "='" << value << "' was accepted";
+      } catch (const ConfigError& e) {
+        EXPECT_THAT(e.what(), HasSubstr(std::string(variable) + "='" + value + "'"));
+      }
+    }
+  }
 }
 
 }  // namespace

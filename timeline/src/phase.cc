@@ -41,6 +41,8 @@ constexpr const char* kPhaseNames[] = {
     "MPI_ALLTOALL",
     "JOIN",
     "NEGOTIATE_JOIN",
+    "ADASUM_EXCHANGE",
+    "ADASUM_COMBINE",
 };
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::kCount),
               "every Phase needs a name");

@@ -28,8 +28,17 @@ enum class DataType : uint8_t {
 inline constexpr int kNumDataTypes = 9;
 
 // Reductions. Average on integer types is the sum divided by size(), truncated toward zero.
-enum class ReduceOp : uint8_t { kSum = 0, kAverage = 1, kMin = 2, kMax = 3, kProduct = 4 };
-inline constexpr int kNumReduceOps = 5;
+// kAdasum: Horovod's adaptive summation (core/adasum.h); floating-point host tensors, a power of
+// two ranks.
+enum class ReduceOp : uint8_t {
+  kSum = 0,
+  kAverage = 1,
+  kMin = 2,
+  kMax = 3,
+  kProduct = 4,
+  kAdasum = 5
+};
+inline constexpr int kNumReduceOps = 6;
 
 size_t dtype_size(DataType dtype);
 const char* dtype_name(DataType dtype);  // "float32", "bfloat16", ...

@@ -2,8 +2,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "backends/factory.h"
 #include "backends/mpi/job_abort.h"
@@ -56,6 +60,44 @@ void shutdown_at_exit() {
   if (g_we_initialized_mpi && !finalized) MPI_Finalize();
 }
 
+// RANKTIME_START_TIMEOUT_S (horovodrun's --start-timeout): init() must have met every rank in
+// time. A rank waiting in MPI_Init for one that never came cannot raise, so this ends the
+// process, which makes mpirun end the job.
+class StartWatchdog {
+ public:
+  explicit StartWatchdog(double seconds) {
+    if (seconds <= 0) return;
+    thread_ = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (done_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return met_; }))
+        return;
+      std::fprintf(stderr,
+                   "ranktime::init(): not every rank started within RANKTIME_START_TIMEOUT_S=%g "
+                   "s (HOROVOD_START_TIMEOUT, --start-timeout): ending the job\n",
+                   seconds);
+      std::fflush(stderr);
+      std::_Exit(1);
+    });
+  }
+  ~StartWatchdog() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      met_ = true;
+    }
+    done_.notify_all();
+    thread_.join();
+  }
+  StartWatchdog(const StartWatchdog&) = delete;
+  StartWatchdog& operator=(const StartWatchdog&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool met_ = false;
+  std::thread thread_;
+};
+
 Runtime& runtime(const char* caller) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_runtime) {
@@ -85,6 +127,7 @@ void init() {
         "ranktime::init(): an earlier runtime in this process gave up on another rank (a stall "
         "shutdown or a lost peer); the job is being aborted");
   }
+  const StartWatchdog watchdog(config.start_timeout_s);  // until the runtime has met every rank
   if (!initialized) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);

@@ -30,7 +30,20 @@ Config::Config() {
 Config parse_config(const EnvLookup& lookup) {
   Config c;
   for (const Setting& s : settings()) {
-    if (auto v = lookup(s.variable)) s.parse(*v, &c);
+    const auto ours = lookup(s.variable);
+    if (ours) s.parse(*ours, &c);
+    const auto horovods = s.horovod_name ? lookup(s.horovod_name) : std::nullopt;
+    if (!horovods) continue;
+    const bool special = s.horovod_special != nullptr && *horovods == s.horovod_special;
+    const std::string text = special ? s.horovod_means : *horovods;
+    Config theirs;
+    s.parse(text, &theirs, s.horovod_name);  // a bad value is an error even when ours is set
+    if (!ours) {
+      s.parse(text, &c, s.horovod_name);
+    } else if (s.show(theirs) != s.show(c)) {
+      c.warnings.push_back(std::string(s.variable) + "='" + *ours + "' wins over " +
+                           s.horovod_name + "='" + *horovods + "'");
+    }
   }
   if (c.timeline_ranks.on && !c.timeline_all_ranks) {
     throw ConfigError("TIMELINE_RANKS='" + c.timeline_ranks.text +

@@ -84,6 +84,12 @@ struct Config {
   double alert_command_timeout_s;
   double alert_interval_s;
   int64_t timeline_on_alert;
+  bool stall_check_disable;
+  double start_timeout_s;
+
+  // Not settings: what parse_config() noticed (a Horovod variable that ours overrode), for init()
+  // to log.
+  std::vector<std::string> warnings;
 
   // RANKTIME_SPIN_US as a duration (at most an hour: longer is spinning for good).
   std::chrono::nanoseconds spin() const {

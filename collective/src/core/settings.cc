@@ -2,6 +2,7 @@
 #include "core/settings.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -41,13 +42,17 @@ int64_t parse_int(const char* name, const std::string& v, int64_t min, const cha
   return x;
 }
 
-LogLevel parse_log_level(const char* name, const std::string& v) {
+// Any case, as Horovod reads HOROVOD_LOG_LEVEL; its `fatal` (nothing below errors) is `error`.
+LogLevel parse_log_level(const char* name, const std::string& text) {
+  std::string v = text;
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   for (auto level : {LogLevel::kTrace, LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
                      LogLevel::kError}) {
     if (v == log_level_name(level)) return level;
   }
   if (v == "warn") return LogLevel::kWarning;
-  fail(name, v, "one of trace, debug, info, warning, error");
+  if (v == "fatal") return LogLevel::kError;
+  fail(name, text, "one of trace, debug, info, warning, error");
 }
 
 // "START:END[:EVERY]" with 0 <= START < END and EVERY >= 1; "" is off.
@@ -163,9 +168,11 @@ std::vector<Setting> make_settings() {
   return {
       Setting("TIMELINE_FILENAME", &Config::timeline_filename, "",
               "rank 0 writes the timeline here; empty: off")
+          .horovod("HOROVOD_TIMELINE", "DYNAMIC", "")
           .run_flag("--timeline-filename", F::kPath, "write the timeline here"),
       Setting("TIMELINE_MARK_CYCLES", &Config::timeline_mark_cycles, "0",
               "a CYCLE_START instant per coordination cycle")
+          .horovod("HOROVOD_TIMELINE_MARK_CYCLES")
           .run_switch("--timeline-mark-cycles", "1", "cycle-start markers"),
       Setting("TIMELINE_ALL_RANKS", &Config::timeline_all_ranks, "1",
               "every rank's processing lanes in the timeline (Horovod keeps rank 0's only)")
@@ -194,6 +201,7 @@ std::vector<Setting> make_settings() {
       Setting("RANKTIME_FUSION_THRESHOLD", &Config::fusion_threshold, "67108864",
               "bytes one fused batch may hold; 0 disables fusion")
           .at_least(0, "a byte count >= 0")
+          .horovod("HOROVOD_FUSION_THRESHOLD")
           .run_flag("--fusion-threshold-mb", F::kMebibytes,
                     "fusion buffer in MiB, 0 disables fusion"),
       // Copying a large tensor costs more than the per-call latency fusion would save, and one
@@ -212,9 +220,12 @@ std::vector<Setting> make_settings() {
       Setting("RANKTIME_CACHE_CAPACITY", &Config::cache_capacity, "1024",
               "tensors the response cache holds (repeated requests travel as 12-byte (id, ready "
               "time) pairs); 0 disables it")
-          .at_least(0, "a tensor count >= 0"),
+          .at_least(0, "a tensor count >= 0")
+          .horovod("HOROVOD_CACHE_CAPACITY")
+          .run_flag("--cache-capacity", F::kValue),
       Setting("RANKTIME_CYCLE_TIME_MS", &Config::cycle_time_ms, "5", "longest wait between cycles")
           .above(0, "milliseconds > 0")
+          .horovod("HOROVOD_CYCLE_TIME")
           .run_flag("--cycle-time-ms", F::kValue),
       // A peer that is nearly there answers within tens of microseconds; past that, polling
       // only takes the core that a late peer (or the training thread) needs. Where every rank
@@ -227,10 +238,12 @@ std::vector<Setting> make_settings() {
       Setting("RANKTIME_STALL_WARNING_S", &Config::stall_warning_s, "60",
               "warn about ranks that have not submitted")
           .above(0, "seconds > 0")
+          .horovod("HOROVOD_STALL_CHECK_TIME_SECONDS")
           .run_flag("--stall-check-warning-time-seconds", F::kValue),
       Setting("RANKTIME_STALL_SHUTDOWN_S", &Config::stall_shutdown_s, "0",
               "fail instead of hanging (0: never)")
           .at_least(0, "seconds >= 0")
+          .horovod("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS")
           .run_flag("--stall-check-shutdown-time-seconds", F::kValue, "fail instead of hanging"),
       // Heartbeats go every second (or a quarter of the timeout): a silent peer died or hangs.
       Setting("RANKTIME_PEER_TIMEOUT_S", &Config::peer_timeout_s, "60",
@@ -247,7 +260,8 @@ std::vector<Setting> make_settings() {
               "at most one straggler warning per this many seconds")
           .at_least(0, "seconds >= 0"),
       Setting("RANKTIME_LOG_LEVEL", &Config::log_level, "warning",
-              "trace, debug, info, warning or error")
+              "trace, debug, info, warning or error (any case; Horovod's fatal is error)")
+          .horovod("HOROVOD_LOG_LEVEL")
           .run_flag("--log-level", F::kValue),
       Setting("RANKTIME_TEST_CLOCK_SKEW_US", &Config::test_clock_skew_us, "0",
               "testing aid: shifts this process's clock")
@@ -257,6 +271,7 @@ std::vector<Setting> make_settings() {
       Setting("RANKTIME_HIERARCHICAL_ALLREDUCE", &Config::hierarchical_allreduce, "0",
               "allreduce within each host, then across hosts (host memory: MPI reduce, leaders' "
               "allreduce, broadcast; GPU: NCCL inside, MPI or NCCL across)")
+          .horovod("HOROVOD_HIERARCHICAL_ALLREDUCE")
           .run_switch("--hierarchical-allreduce", "1", "allreduce within each host, then across"),
       Setting("RANKTIME_TEST_FAIL_LOCAL", &Config::test_fail_local, "",
               "testing aid: RANK:TENSOR fails that rank's copy of that tensor (outcome agreement)"),
@@ -310,6 +325,18 @@ std::vector<Setting> make_settings() {
               "NAME.alert1.json, NAME.alert2.json, ...; 0: write the whole run")
           .at_least(0, "a step count >= 0")
           .run_flag("--timeline-on-alert", F::kValue),
+      Setting("RANKTIME_STALL_CHECK_DISABLE", &Config::stall_check_disable, "0",
+              "no stall warnings and no stall shutdown")
+          .horovod("HOROVOD_STALL_CHECK_DISABLE")
+          .run_switch("--no-stall-check", "1"),
+      // Horovod's default is 30 s; here off, so that a slow start (imports on a loaded host) is
+      // not a failure unless asked for.
+      Setting("RANKTIME_START_TIMEOUT_S", &Config::start_timeout_s, "0",
+              "init() gives up when not every rank has started within this many seconds (0: "
+              "waits)")
+          .at_least(0, "seconds >= 0")
+          .horovod("HOROVOD_START_TIMEOUT")
+          .run_flag("--start-timeout", F::kValue),
   };
 }
 
@@ -343,31 +370,38 @@ Setting& Setting::run_flag(const char* flag_name, FlagForm form, const char* hel
   return *this;
 }
 
+Setting& Setting::horovod(const char* name, const char* special, const char* means) {
+  horovod_name = name;
+  horovod_special = special;
+  horovod_means = means;
+  return *this;
+}
+
 Setting& Setting::run_switch(const char* flag_name, const char* value, const char* help) {
   run_flag(flag_name, FlagForm::kSwitch, help);
   switch_value = value;
   return *this;
 }
 
-void Setting::parse(const std::string& text, Config* config) const {
-  std::visit(
-      Overloaded{
-          [&](std::string Config::*f) { config->*f = text; },
-          [&](bool Config::*f) { config->*f = parse_bool(variable, text); },
-          [&](int64_t Config::*f) {
-            // Integers take no exclusive bound (none needs one).
-            config->*f = parse_int(variable, text, bound, expected);
-          },
-          [&](double Config::*f) {
-            config->*f =
-                parse_number(variable, text, static_cast<double>(bound), bound_allowed, expected);
-          },
-          [&](LogLevel Config::*f) { config->*f = parse_log_level(variable, text); },
-          [&](StepWindow Config::*f) { config->*f = parse_step_window(variable, text); },
-          [&](LaneRanks Config::*f) { config->*f = parse_lane_ranks(variable, text); },
-          [&](ListenAddress Config::*f) { config->*f = parse_listen_address(variable, text); },
-      },
-      field);
+void Setting::parse(const std::string& text, Config* config, const char* as) const {
+  const char* name = as != nullptr ? as : variable;
+  std::visit(Overloaded{
+                 [&](std::string Config::*f) { config->*f = text; },
+                 [&](bool Config::*f) { config->*f = parse_bool(name, text); },
+                 [&](int64_t Config::*f) {
+                   // Integers take no exclusive bound (none needs one).
+                   config->*f = parse_int(name, text, bound, expected);
+                 },
+                 [&](double Config::*f) {
+                   config->*f = parse_number(name, text, static_cast<double>(bound), bound_allowed,
+                                             expected);
+                 },
+                 [&](LogLevel Config::*f) { config->*f = parse_log_level(name, text); },
+                 [&](StepWindow Config::*f) { config->*f = parse_step_window(name, text); },
+                 [&](LaneRanks Config::*f) { config->*f = parse_lane_ranks(name, text); },
+                 [&](ListenAddress Config::*f) { config->*f = parse_listen_address(name, text); },
+             },
+             field);
 }
 
 std::string Setting::show(const Config& config) const {

@@ -38,9 +38,14 @@ struct Setting {
   Setting& run_flag(const char* flag_name, FlagForm form, const char* help = nullptr);
   // `ranktime run --flag` without a value, setting the variable to `value`.
   Setting& run_switch(const char* flag_name, const char* value, const char* help = nullptr);
+  // Horovod's name for the variable, read with the same meaning and units; where both are set
+  // and disagree, ours wins (parse_config warns). `special`, if given, is a Horovod value that
+  // stands for `means` (HOROVOD_TIMELINE=DYNAMIC: no file until start_timeline()).
+  Setting& horovod(const char* name, const char* special = nullptr, const char* means = nullptr);
 
-  // Sets the field from the variable's text; throws ConfigError naming the variable and the text.
-  void parse(const std::string& text, Config* config) const;
+  // Sets the field from the variable's text; throws ConfigError naming the variable (`as`, if
+  // given: the name the text was read under) and the text.
+  void parse(const std::string& text, Config* config, const char* as = nullptr) const;
   // The field's value as text that parses back to the same value.
   std::string show(const Config& config) const;
   // A number that must be greater than zero.
@@ -57,6 +62,9 @@ struct Setting {
   FlagForm flag_form = FlagForm::kNone;
   const char* switch_value = nullptr;
   const char* flag_help = nullptr;
+  const char* horovod_name = nullptr;  // Horovod's variable; nullptr: none
+  const char* horovod_special = nullptr;
+  const char* horovod_means = nullptr;
 };
 
 // In the order describe() lists them (the timeline's run metadata).

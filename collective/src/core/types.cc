@@ -18,8 +18,8 @@ constexpr std::array<DtypeInfo, kNumDataTypes> kDtypes = {{{"uint8", 1},
                                                            {"float32", 4},
                                                            {"float64", 8},
                                                            {"int16", 2}}};
-constexpr std::array<const char*, kNumReduceOps> kReduceOps = {"sum", "average", "min", "max",
-                                                               "product"};
+constexpr std::array<const char*, kNumReduceOps> kReduceOps = {"sum", "average", "min",
+                                                               "max", "product", "adasum"};
 }  // namespace
 
 size_t dtype_size(DataType dtype) { return kDtypes.at(static_cast<size_t>(dtype)).size; }

@@ -91,10 +91,12 @@ std::optional<std::string> Inspector::inspect(int64_t now, const Coordinator& co
                                               TimelineRecorder* timeline) {
   last_inspect_ns_ = now;
   std::optional<std::string> shutdown;
-  // Stalls: warn once per tensor, grouping tensors by the set of ranks that are missing.
+  // Stalls (unless RANKTIME_STALL_CHECK_DISABLE): warn once per tensor, grouping tensors by the
+  // set of ranks that are missing.
   const int64_t warn_ns = static_cast<int64_t>(config_.stall_warning_s * 1e9);
   std::map<std::vector<int>, Tensors> groups;
-  std::vector<Coordinator::Stalled> stalled = coordinator.stalled(now - warn_ns);
+  std::vector<Coordinator::Stalled> stalled;
+  if (!config_.stall_check_disable) stalled = coordinator.stalled(now - warn_ns);
   std::unordered_set<std::string> still_stalled;
   for (const auto& s : stalled) {
     still_stalled.insert(s.name);
@@ -107,7 +109,7 @@ std::optional<std::string> Inspector::inspect(int64_t now, const Coordinator& co
     timeline->instant("STALL", text, now);
     timeline->write_alert_trace();  // TIMELINE_ON_ALERT: a stall is an alert too
   }
-  if (config_.stall_shutdown_s > 0) {
+  if (config_.stall_shutdown_s > 0 && !config_.stall_check_disable) {
     auto dead = coordinator.stalled(now - static_cast<int64_t>(config_.stall_shutdown_s * 1e9));
     if (!dead.empty()) {
       std::map<std::vector<int>, Tensors> by_ranks;

@@ -32,6 +32,9 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   set_log_context(rank(), config_.log_level);
   check_lane_ranks(config_.timeline_ranks, size());  // on every rank, before any exchange
   for (const auto& [name, value] : config_.describe()) RANKTIME_LOG(kDebug, name << "=" << value);
+  if (rank() == 0) {
+    for (const std::string& w : config_.warnings) RANKTIME_LOG(kWarning, w);
+  }
 
   // Who is who, for the timeline's run metadata; then the clocks.
   peers_ = gather_peers(*channel_, placement_);

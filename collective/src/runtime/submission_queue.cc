@@ -1,6 +1,7 @@
 // Submissions from user threads (see submission_queue.h).
 #include "runtime/submission_queue.h"
 
+#include "core/adasum.h"
 #include "core/wire.h"
 #include "negotiation/validation.h"
 
@@ -30,6 +31,8 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
     q.error = check_tensor_view(view);
     if (q.error.empty()) {
       q.error = check_arguments(op, view, splits, size);
+      if (q.error.empty() && reduce_op == ReduceOp::kAdasum)
+        q.error = adasum_refusal(op, view, size);
       entry->invalid_argument = !q.error.empty();
     }
     if (q.error.empty() && view.device != kCpuDevice) q.error = check_device(view.device);

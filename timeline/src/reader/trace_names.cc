@@ -13,7 +13,7 @@ constexpr std::array<Phase, 7> kOperations = {
     Phase::kAllreduce,     Phase::kAllgather, Phase::kBroadcast, Phase::kBarrier,
     Phase::kReducescatter, Phase::kAlltoall,  Phase::kJoin};
 // In execution order (hierarchical stages included): the order tables list them in.
-constexpr std::array<Phase, 18> kSubphases = {
+constexpr std::array<Phase, 20> kSubphases = {
     Phase::kQueue,
     Phase::kWaitForData,
     Phase::kWaitForOtherTensorData,
@@ -27,6 +27,8 @@ constexpr std::array<Phase, 18> kSubphases = {
     Phase::kMpiBcast,
     Phase::kMpiReducescatter,
     Phase::kMpiAlltoall,
+    Phase::kAdasumExchange,
+    Phase::kAdasumCombine,
     Phase::kNcclAllreduce,
     Phase::kNcclAllgather,
     Phase::kNcclBcast,

@@ -109,6 +109,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::kProduct:
       return ncclProd;
     case ReduceOp::kSum:
+    case ReduceOp::kAdasum:  // refused at submission for device tensors (core/adasum.h)
       break;
   }
   return ncclSum;

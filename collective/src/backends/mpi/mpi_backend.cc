@@ -7,6 +7,7 @@
 
 #include "backends/mpi/outcome.h"
 #include "backends/mpi/request_wait.h"
+#include "core/adasum.h"
 #include "core/rows.h"
 
 namespace ranktime {
@@ -28,6 +29,7 @@ void create_ops(MPI_Op* ops) {
   MPI_Op_create(&mpi_reduce16<ToFloat, FromFloat, ReduceOp::kMin>, 1, &ops[2]);
   MPI_Op_create(&mpi_reduce16<ToFloat, FromFloat, ReduceOp::kMax>, 1, &ops[3]);
   MPI_Op_create(&mpi_reduce16<ToFloat, FromFloat, ReduceOp::kProduct>, 1, &ops[4]);
+  ops[5] = MPI_OP_NULL;  // Adasum is no MPI_Op (adasum_in_place)
 }
 
 MPI_Op standard_op(ReduceOp op) {
@@ -207,6 +209,38 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   return rc;
 }
 
+int MpiBackend::adasum_in_place(void* data, const std::vector<int64_t>& counts, DataType dtype,
+                                PhaseLog* log) {
+  int64_t n = 0;
+  for (const int64_t c : counts) n += c;
+  const int64_t bytes = n * static_cast<int64_t>(dtype_size(dtype));
+  if (bytes > INT_MAX) return MPI_ERR_COUNT;  // one message per level
+  std::vector<uint8_t>& other = adasum_peer_;
+  other.resize(static_cast<size_t>(bytes));
+  constexpr int kTag = 0x4164;  // "Ad"; the backend's only point-to-point messages on comm_
+  for (int level = 1; level < size_; level <<= 1) {
+    const int partner = rank_ ^ level;
+    const int64_t t0 = clock_->now_ns();
+    MPI_Request requests[2];
+    int rc = MPI_Irecv(other.data(), static_cast<int>(bytes), MPI_BYTE, partner, kTag, comm_,
+                       &requests[0]);
+    if (rc == MPI_SUCCESS) {
+      rc = MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, partner, kTag, comm_, &requests[1]);
+      if (rc != MPI_SUCCESS) MPI_Cancel(&requests[0]);
+    }
+    for (MPI_Request& request : requests) {
+      if (rc == MPI_SUCCESS) rc = wait_for(&request, spin_);
+    }
+    const int64_t t1 = clock_->now_ns();
+    log->add(Phase::kAdasumExchange, t0, t1);
+    if (rc != MPI_SUCCESS) return rc;
+    const bool lower = (rank_ & level) == 0;  // the left operand is the lower ranks' sum
+    adasum_combine(lower ? data : other.data(), lower ? other.data() : data, data, counts, dtype);
+    log->add(Phase::kAdasumCombine, t1, clock_->now_ns());
+  }
+  return MPI_SUCCESS;
+}
+
 Status MpiBackend::run(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseLog* log) {
   // A rank whose own part failed still runs the collective (the others are in it), then every
@@ -240,9 +274,14 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
   const DataType dtype = response.dtype;
   const char* what =
       hosts_ ? "host-aware allreduce (MPI_Reduce, MPI_Allreduce, MPI_Bcast)" : "MPI_Allreduce";
+  const bool adasum = response.reduce_op == ReduceOp::kAdasum;
+  if (adasum) what = "Adasum (MPI_Isend, MPI_Irecv)";
+  std::vector<int64_t> counts;
+  for (const TensorEntry* e : entries) counts.push_back(e->view.num_elements());
   if (entries.size() == 1) {
     const TensorView& v = entries[0]->view;
-    int rc = reduce_in_place(v.data, v.num_elements(), dtype, response.reduce_op, log);
+    int rc = adasum ? adasum_in_place(v.data, counts, dtype, log)
+                    : reduce_in_place(v.data, v.num_elements(), dtype, response.reduce_op, log);
     return mpi_status(rc, what, response);
   }
   size_t total = fused_bytes(entries);
@@ -252,7 +291,8 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
   int64_t t1 = clock_->now_ns();
   log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
   int64_t n = static_cast<int64_t>(total / dtype_size(dtype));
-  int rc = reduce_in_place(buffer, n, dtype, response.reduce_op, log);
+  int rc = adasum ? adasum_in_place(buffer, counts, dtype, log)
+                  : reduce_in_place(buffer, n, dtype, response.reduce_op, log);
   int64_t t2 = clock_->now_ns();
   if (rc != MPI_SUCCESS) return mpi_status(rc, what, response);
   unpack(buffer, entries);

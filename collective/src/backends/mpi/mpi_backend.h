@@ -61,6 +61,13 @@ class MpiBackend final : public InlineBackend {
   // In-place allreduce of n elements (averaged when op is kAverage), in calls of at most
   // chunk_bytes_ (and of counts MPI's int can address), recording its MPI sub-phases.
   int reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log);
+  // Adasum by recursive doubling: at level L (1, 2, 4, ...) each rank swaps its whole buffer with
+  // rank ^ L and both compute adasum(lower ranks' sum, upper ranks' sum) identically, so every
+  // rank ends with the same bits. log2(size) exchanges of the whole buffer (Horovod halves the
+  // vector at each level instead, for bandwidth; the formula is the same). counts: elements per
+  // tensor of the buffer, each combined with its own dot product and norms.
+  int adasum_in_place(void* data, const std::vector<int64_t>& counts, DataType dtype,
+                      PhaseLog* log);
   // Runs call(pointer, count) over n elements of `elem` bytes in chunks; the first error.
   template <typename Call>
   int in_chunks(void* data, int64_t n, size_t elem, Call call) const;
@@ -78,6 +85,7 @@ class MpiBackend final : public InlineBackend {
   std::shared_ptr<const HostGroups> hosts_;  // set when allreducing host-aware
   std::chrono::nanoseconds spin_;
   std::vector<uint8_t> fusion_;
+  std::vector<uint8_t> adasum_peer_;  // the partner's buffer at each Adasum level
   bool owns_comm_ = false;
 };
 

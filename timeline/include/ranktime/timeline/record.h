@@ -47,6 +47,10 @@ enum class Phase : uint8_t {
   // join (an operation slice and its negotiation: every rank's tick is when it joined).
   kJoin,
   kNegotiateJoin,
+  // Adasum (recursive doubling): per level, the exchange of the whole buffer with the partner
+  // rank, then the dot products, norms and scaled sum of the pair.
+  kAdasumExchange,
+  kAdasumCombine,
   kCount
 };
 
