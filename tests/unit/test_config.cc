@@ -425,12 +425,15 @@ TEST(Horovod, EachHorovodVariableSetsItsRanktimeSetting) {
     covered.insert(h.horovod);
     const Config c = parse({{h.horovod, h.value}});
     EXPECT_EQ(described(c)[h.ours], h.ours_value) << h.horovod << "=" << h.value;
-    if (std::string(h.value) != "DYNAMIC")  // DYNAMIC is the default: no file at start
+    if (std::string(h.value) != "DYNAMIC") {  // DYNAMIC is the default: no file at start
       EXPECT_NE(described(c)[h.ours], described(Config{})[h.ours]) << h.horovod << " no effect";
+    }
     EXPECT_TRUE(c.warnings.empty());
   }
   for (const Setting& s : settings()) {
-    if (s.horovod_name != nullptr) EXPECT_TRUE(covered.count(s.horovod_name)) << s.horovod_name;
+    if (s.horovod_name != nullptr) {
+      EXPECT_TRUE(covered.count(s.horovod_name)) << s.horovod_name;
+    }
   }
   EXPECT_EQ(parse({{"HOROVOD_STALL_CHECK_DISABLE", "1"}}).stall_check_disable, true);
 }
