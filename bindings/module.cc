@@ -240,6 +240,11 @@ PYBIND11_MODULE(_core, m) {
       "region_end", [](std::string_view name) { region_end(name); }, py::arg("name"),
       "Ends region `name`, the innermost open on this thread; raises RanktimeError naming the "
       "region and the rank when it is not.");
+  // Time the calling thread waits for the other ranks outside ranktime's own waits: DDP waits
+  // for its buckets' futures at the end of backward. ranktime.torch.instrument opens one when
+  // backward's compute has ended and drops it when DDP's wait returns; regions leave it out of
+  // their own time, as they do Handle::wait(). Dropped on the thread that made it.
+  py::class_<detail::BlockedScope>(m, "_BlockedScope").def(py::init<>());
   m.def("clock_ns", &clock_ns,
         "This rank's clock in ns (the timeline's, before rank 0 maps it by the rank's offset).");
   m.def("stop_timeline", [] {

@@ -14,8 +14,12 @@ DDP and in-place operations do not expect. "backward" therefore runs from the en
 forward (with gradients enabled, in training mode) to the optimizer's step, or to the next batch
 or forward when no step comes between (gradient accumulation): it holds the loss, backward, and
 whatever the script does before step() (gradient clipping, say). The time a rank spends blocked
-inside ranktime waiting for the others (DDP's wait at the end of backward, DistributedOptimizer's
-in step()) is recorded as the region's `blocked_us`, and the analysis leaves it out.
+waiting for the others (DistributedOptimizer's in step(), DDP's at the end of backward) is
+recorded as the region's `blocked_us`, and the analysis leaves it out. DDP waits for its buckets
+on their futures in an autograd callback that it queues once backward's last bucket is ready,
+not in ranktime: under DDP, instrument queues a callback of its own when backward begins (a hook
+on the model's output), which runs when backward's compute has ended and before DDP's; it opens
+a blocked span there and queues one more callback, which runs after DDP's wait and closes it.
 
 Step marks: instrument marks the first step when the first batch is asked for; after that each
 step begins when the optimizer's step() returns. ranktime.torch.DistributedOptimizer marks its
@@ -80,6 +84,7 @@ class _Phases:
         self._optimizer_marks_steps = optimizer_marks_steps
         self._open = None
         self._forward_depth = 0  # a model that calls itself: the outermost call counts
+        self._ddp_wait = None  # DDP's wait at the end of backward, while it lasts
         self.started = False  # the first step is marked
         self.hooks = []
 
@@ -117,6 +122,39 @@ class _Phases:
         self.leave("forward")
         if torch.is_grad_enabled() and module.training:
             self.enter("backward")
+            if isinstance(module, torch.nn.parallel.DistributedDataParallel):
+                self._watch_ddp_wait(outputs)
+
+    def _watch_ddp_wait(self, outputs):
+        output = _first_tensor_with_grad(outputs)
+        if output is None:
+            return
+        queue = torch.autograd.Variable._execution_engine.queue_callback
+        from ._core import _BlockedScope
+
+        def compute_done():  # after every gradient, before DDP's wait (queued before it)
+            self._ddp_wait = _BlockedScope()
+            queue(ddp_wait_done)  # callbacks queued while they run go last
+
+        def ddp_wait_done():
+            self._ddp_wait = None
+
+        output.register_hook(lambda grad: queue(compute_done))
+
+
+def _first_tensor_with_grad(outputs):
+    """The first tensor that gradients flow through in a forward's outputs (a tensor, or a
+    tuple, list or dict of them), or None."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs if outputs.requires_grad else None
+    if isinstance(outputs, dict):
+        outputs = list(outputs.values())
+    if isinstance(outputs, (tuple, list)):
+        for item in outputs:
+            found = _first_tensor_with_grad(item)
+            if found is not None:
+                return found
+    return None
 
 
 def _timed_step(step, phases):
