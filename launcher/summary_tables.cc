@@ -278,6 +278,12 @@ std::string host_of(const Summary& s, int rank) {
   return "";
 }
 
+// "rank 2 (host-b)", or "rank 2" when the trace names no host.
+std::string rank_on_host(const Summary& s, int rank) {
+  const std::string host = host_of(s, rank);
+  return "rank " + std::to_string(rank) + (host.empty() ? "" : " (" + host + ")");
+}
+
 std::string slowest_line(const Summary& s) {
   if (s.slowest_rank < 0) return "slowest rank: none (no rank kept the others waiting)";
   const timeline::RankLateness* row = nullptr;
@@ -285,7 +291,7 @@ std::string slowest_line(const Summary& s) {
     if (x.rank == s.slowest_rank) row = &x;
   }
   if (row == nullptr) return "slowest rank: " + std::to_string(s.slowest_rank);
-  std::string host = host_of(s, row->rank);
+  const std::string host = host_of(s, row->rank);
   return "slowest rank: " + std::to_string(row->rank) + (host.empty() ? "" : " (" + host + ")") +
          ", last to be ready in " + std::to_string(row->times_last) + " of " +
          std::to_string(row->negotiations) + " negotiations (" +
@@ -439,9 +445,9 @@ std::string cost_line(const Summary& s) {
   }
   const auto& r = *std::find_if(w.ranks.begin(), w.ranks.end(),
                                 [&](const timeline::WhatIfRankCost& x) { return x.rank == rank; });
-  return "cost: rank " + std::to_string(rank) + " (" + host_of(s, rank) + ") made the job " +
-         human_us(r.saving_us) + " longer (" + format_double("%.1f", r.saving_pct) + "% of " +
-         human_us(w.wall_us) + "); without it, steps would take " +
+  return "cost: " + rank_on_host(s, rank) + " made the job " + human_us(r.saving_us) + " longer (" +
+         format_double("%.1f", r.saving_pct) + "% of " + human_us(w.wall_us) +
+         "); without it, steps would take " +
          mean_step(w.measured_us - r.saving_us, w.steps.size()) + " instead of " +
          mean_step(w.measured_us, w.steps.size());
 }

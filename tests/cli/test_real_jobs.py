@@ -91,9 +91,10 @@ def test_causes_name_the_slow_rank_and_region(cli, tmp_path, np_, slow_rank, reg
     top = summary["causes"][0]
     assert (top["rank"], top["region"]) == (slow_rank, region), summary["causes"][:3]
     assert top["explained_pct"] >= 80, summary["causes"][:3]
-    first = ranktime("summary", trace).stdout.splitlines()[0]
-    assert first.startswith(f"cause: rank {slow_rank} was late by ")
-    assert f'its "{region}" region took' in first
+    cost, cause = ranktime("summary", trace).stdout.splitlines()[:2]
+    assert cost.startswith(f"cost: rank {slow_rank} "), cost
+    assert cause.startswith(f"cause: rank {slow_rank} was late by "), cause
+    assert f'its "{region}" region took' in cause
 
 
 @pytest.mark.parametrize("np_, slow_rank", [(2, 1), (4, 2)])

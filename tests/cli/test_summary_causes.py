@@ -66,12 +66,15 @@ def summary(path, *args):
 def test_the_late_rank_and_its_region_in_text_json_and_csv(cli, tmp_path):
     path = trace(tmp_path / "t.json")
     lines = summary(path).splitlines()
-    assert lines[0] == ('cause: rank 2 was late by 20.000 ms in 5 of 5 steps; its "data" region '
+    # The cost first, then the cause, the replay's line and the run.
+    assert lines[0].startswith("cost: rank 2 made the job "), lines[0]
+    assert lines[1] == ('cause: rank 2 was late by 20.000 ms in 5 of 5 steps; its "data" region '
                         "took 20.000 ms longer than the other ranks' median (100% of its "
-                        "lateness)"), lines[0]
-    assert lines[1].startswith("%s: 3 ranks" % path)
+                        "lateness)"), lines[1]
+    assert lines[2].startswith("replay:"), lines[2]
+    assert lines[3].startswith("%s: 3 ranks" % path)
     out = json.loads(summary(path, "--format", "json"))
-    assert out["cause_line"] == lines[0]
+    assert out["cause_line"] == lines[1]
     top = out["causes"][0]
     assert (top["rank"], top["region"], top["steps"], top["of_steps"]) == (2, "data", 5, 5)
     assert abs(top["excess_ms"] - 20.0) < 1e-6 and top["explained_pct"] > 99
@@ -103,7 +106,7 @@ def test_a_region_around_the_others_is_not_named(cli, tmp_path):
 
 def test_without_step_marks_the_cause_is_unknown(cli, tmp_path):
     path = trace(tmp_path / "t.json", marks=False)
-    assert summary(path).splitlines()[0].startswith("cause: unknown: no step had both")
+    assert summary(path).splitlines()[1].startswith("cause: unknown: no step had both")
     assert json.loads(summary(path, "--format", "json"))["causes"] == []
 
 
@@ -113,7 +116,7 @@ def test_without_regions_there_is_no_cause_line(cli, tmp_path):
     events = [e for e in json.loads(path.read_text()) if e["pid"] < REGIONS_PID]
     path.write_text(json.dumps(events))
     text = summary(path)
-    assert "cause:" not in text and text.startswith("%s: 3 ranks" % path)
+    assert "cause:" not in text and text.splitlines()[2].startswith("%s: 3 ranks" % path)
     out = json.loads(summary(path, "--format", "json"))
     assert out["cause_line"] is None and out["causes"] == []
 
@@ -126,6 +129,6 @@ def test_a_region_name_stays_text(cli, tmp_path):
         if e.get("name") == "data":
             e["name"] = name
     path.write_text(json.dumps(events))
-    first = summary(path).splitlines()[0]
-    assert first.startswith("cause: rank 2 ") and json.dumps(name) in first
+    cause = summary(path).splitlines()[1]  # after the cost
+    assert cause.startswith("cause: rank 2 ") and json.dumps(name) in cause
     assert json.loads(summary(path, "--format", "json"))["causes"][0]["region"] == name

@@ -54,7 +54,8 @@ inline std::vector<json> two_rank_metadata_events() {
           "start_time_since_epoch_in_micros":1795000000000000,
           "config":{"RANKTIME_CYCLE_TIME_MS":"5","TIMELINE_MARK_CYCLES":"0"},
           "clock_offsets_us":[0,-0.4],"clock_uncertainty_us":[0,1.1],
-          "mark_cycles":false,"all_ranks":true,"file_index":0,"timeline_ranks":""}})"),
+          "mark_cycles":false,"all_ranks":true,"file_index":0,"timeline_ranks":"",
+          "clock_zero_ns":7000000000}})"),
   };
 }
 
