@@ -11,7 +11,7 @@
 #include "negotiation/rank0_cache.h"
 #include "negotiation_requests.h"
 
-namespace ranktime {
+namespace ranktime::rank0_cache_test {  // its own, beside test_response_cache.cc in one binary
 namespace {
 
 using ::testing::ElementsAre;
@@ -178,4 +178,4 @@ TEST_F(Rank0CacheTest, ARemovedSetsSlotsAreRetiredWithTheirNegotiationsUnderWay)
 }
 
 }  // namespace
-}  // namespace ranktime
+}  // namespace ranktime::rank0_cache_test

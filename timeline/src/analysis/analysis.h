@@ -10,6 +10,8 @@
 // go in a field of Summary (trace_analysis.h).
 #pragma once
 
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -22,6 +24,14 @@
 #include "ranktime/timeline/trace_waits.h"
 
 namespace ranktime::timeline::analysis {
+
+// Steps still gathering in a per-step analysis (steps, what-if). Negotiations complete nearly in
+// step order, and other ranks' lanes reach the file a few cycles after them; a step this far
+// behind the newest is closed.
+inline constexpr size_t kMaxOpenSteps = 8;
+
+// Trace µs to integer ns, for keys that must compare equal when the text did.
+inline int64_t to_ns(double us) { return std::llround(us * 1000.0); }
 
 // A rank's readiness in one negotiation (its tick): lag behind the negotiation's begin, and
 // when it became ready, on rank 0's clock.

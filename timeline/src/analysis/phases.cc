@@ -16,8 +16,6 @@ constexpr size_t kMaxPending = size_t{1} << 16;
 // Intervals kept per (phase, rank) union before older ones are folded (IntervalUnion).
 constexpr size_t kPhaseUnionIntervals = 256;
 
-int64_t to_ns(double us) { return std::llround(us * 1000.0); }
-
 }  // namespace
 
 void PhasesAnalysis::Accum::add(double v) {

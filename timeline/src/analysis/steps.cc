@@ -6,9 +6,6 @@
 namespace ranktime::timeline::analysis {
 namespace {
 
-// Steps whose negotiations may still come. Negotiations complete nearly in step order; one of a
-// step already closed reopens it and is added to it.
-constexpr size_t kMaxOpenSteps = 8;
 // Per-step figures keep a row per rank and step; ranks from here up (a corrupt trace's, or a run
 // larger than any this tool is for) are left out of them, not of the run's figures.
 constexpr int kMaxStepRanks = 4096;

@@ -7,13 +7,8 @@
 namespace ranktime::timeline::analysis {
 namespace {
 
-// Steps still gathering. Negotiations complete nearly in step order, and other ranks' lanes
-// reach the file a few cycles after them; a step this far behind the newest is replayed.
-constexpr size_t kMaxOpenSteps = 8;
 // Negotiations of a tensor kept to place its operation slices.
 constexpr size_t kRecentPerTensor = 4;
-
-int64_t to_ns(double us) { return std::llround(us * 1000.0); }
 
 }  // namespace
 
