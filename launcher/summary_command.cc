@@ -109,10 +109,11 @@ CLI::App* add_summary_command(CLI::App& app, SummaryCommandOptions* o) {
       ->check(CLI::IsMember(
           {"allreduce", "allgather", "broadcast", "barrier", "reducescatter", "alltoall"},
           CLI::ignore_case));
-  cmd->add_option("--table", o->table,
-                  "print one table: run, lateness, time, top_wait, top_processing, fusion, "
-                  "cycles, bandwidth, cost, cost_steps, cost_step_ranks, causes, cause_steps, steps, "
-                  "step_ranks (the last two imply --by-step)")
+  cmd->add_option(
+         "--table", o->table,
+         "print one table: run, lateness, time, top_wait, top_processing, fusion, "
+         "cycles, bandwidth, cost, cost_steps, cost_step_ranks, causes, cause_steps, steps, "
+         "step_ranks (the last two imply --by-step)")
       ->check(CLI::IsMember({"run", "lateness", "time", "top_wait", "top_processing", "fusion",
                              "cycles", "bandwidth", "cost", "cost_steps", "cost_step_ranks",
                              "causes", "cause_steps", "steps", "step_ranks"}));

@@ -15,8 +15,8 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/wire.h"
-#include "recording/region_stack.h"
 #include "ranktime/clock_ns.h"
+#include "recording/region_stack.h"
 #include "runtime/runtime.h"
 
 namespace ranktime {

@@ -5,23 +5,14 @@
 #include <cstddef>
 #include <utility>
 
+#include "ranktime/timeline/what_if.h"  // median_of
+
 namespace ranktime::timeline {
 namespace {
 
 // Closed regions kept for a parent that may still close around them. A parent around more than
 // this many regions (an epoch's) spans step marks and is left out of the comparison anyway.
 constexpr size_t kMaxNestedRegions = 4096;
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
-  const double upper = values[mid];
-  if (values.size() % 2 == 1) return upper;
-  const double lower =
-      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + upper) / 2;
-}
 
 }  // namespace
 
@@ -40,7 +31,7 @@ std::vector<LateRankStep> compare_step(const StepRegionTimes& step, const CauseO
       if (has_regions(r)) others_with_regions.push_back(r);
     }
     if (others_ready.empty() || others_with_regions.empty()) continue;
-    const double lateness = step.ready_end[q] - median(others_ready);
+    const double lateness = step.ready_end[q] - median_of(others_ready);
     if (lateness < options.late_threshold_us) continue;
     LateRankStep row;
     row.step = step.step;
@@ -61,7 +52,7 @@ std::vector<LateRankStep> compare_step(const StepRegionTimes& step, const CauseO
       RegionExcess x;
       x.region = region;
       x.own_us = own;
-      x.others_median_us = median(std::move(others));
+      x.others_median_us = median_of(std::move(others));
       x.excess_us = own - x.others_median_us;
       row.regions.push_back(std::move(x));
     }
