@@ -276,8 +276,10 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
       hosts_ ? "host-aware allreduce (MPI_Reduce, MPI_Allreduce, MPI_Bcast)" : "MPI_Allreduce";
   const bool adasum = response.reduce_op == ReduceOp::kAdasum;
   if (adasum) what = "Adasum (MPI_Isend, MPI_Irecv)";
-  std::vector<int64_t> counts;
-  for (const TensorEntry* e : entries) counts.push_back(e->view.num_elements());
+  std::vector<int64_t> counts;  // Adasum combines each tensor of a batch on its own
+  if (adasum) {
+    for (const TensorEntry* e : entries) counts.push_back(e->view.num_elements());
+  }
   if (entries.size() == 1) {
     const TensorView& v = entries[0]->view;
     int rc = adasum ? adasum_in_place(v.data, counts, dtype, log)
