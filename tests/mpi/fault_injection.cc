@@ -101,10 +101,12 @@ int main(int argc, char** argv) {
       int worst = -1;
       double worst_median = -1;
       for (const ranktime::RankLateness& s : ranktime::lateness()) {
-        std::printf("LATENESS rank=%d host=%s last=%llu/%llu median_ms=%.3f p95_ms=%.3f\n", s.rank,
-                    s.hostname.c_str(), static_cast<unsigned long long>(s.window_times_last),
-                    static_cast<unsigned long long>(s.window), s.median_lag_us / 1e3,
-                    s.p95_lag_us / 1e3);
+        std::printf(
+            "LATENESS rank=%d host=%s last=%llu/%llu median_ms=%.3f p95_ms=%.3f "
+            "cost_per_step_ms=%.3f\n",
+            s.rank, s.hostname.c_str(), static_cast<unsigned long long>(s.window_times_last),
+            static_cast<unsigned long long>(s.window), s.median_lag_us / 1e3, s.p95_lag_us / 1e3,
+            s.cost_per_step_us / 1e3);
         if (s.median_lag_us > worst_median) {
           worst_median = s.median_lag_us;
           worst = s.rank;

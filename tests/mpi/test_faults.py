@@ -89,6 +89,14 @@ def test_slow_rank_named_by_warning_and_lateness(ranks):
     median_ms = float(line.split("median_ms=")[1].split()[0])
     # The delay is 15 ms of sleep; scheduling on an oversubscribed host only adds to it.
     assert 12.0 <= median_ms <= 40.0, line
+    # What it cost, replayed live with rank 0's batch times: each step waits for its sleep (the
+    # batches after it take well under a millisecond), so about the sleep a step, and nobody
+    # else costs a step a sizeable part of that.
+    cost_ms = float(line.split("cost_per_step_ms=")[1].split()[0])
+    assert 10.0 <= cost_ms <= 40.0, line
+    others = [l for l in p.stdout.splitlines() if l.startswith("LATENESS ") and l != line]
+    assert all(float(l.split("cost_per_step_ms=")[1].split()[0]) < cost_ms / 2 for l in others)
+    assert "ms per step (what-if replay)" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("ranks", RANKS)

@@ -291,8 +291,8 @@ struct RankLateness {
   double mean_lag_us = 0, median_lag_us = 0, p95_lag_us = 0, max_lag_us = 0;  // over the window
   // What its lateness cost: how much sooner the steps would have completed had this rank been no
   // later than the other ranks' median for every tensor (each step replayed as `ranktime
-  // summary` does, from readiness alone; a tensor's n-th negotiation is step n). Since start, and
-  // the mean per step over the last 100 steps.
+  // summary` does, from every rank's readiness and rank 0's batch times; a tensor's n-th
+  // negotiation is step n). Since start, and the mean per step over the last 100 steps.
   double cost_us = 0;
   double cost_per_step_us = 0;
 };

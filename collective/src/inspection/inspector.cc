@@ -56,14 +56,20 @@ std::vector<int32_t> Inspector::take_lane_change() {
   return lanes_.ranks();
 }
 
-void Inspector::add(const std::vector<Negotiation>& done) {
+void Inspector::add(const std::vector<Negotiation>& done, int64_t now_ns) {
   std::lock_guard<std::mutex> lock(lateness_mutex_);
   for (const Negotiation& n : done) {
     // Not the controls: a join's "lag" is how much more data the other ranks had.
     if (is_control_op(n.op)) continue;
     lateness_.add(n.ready_ns, n.ranks, n.joined);
-    if (n.error.empty()) cost_.add(n.tensor_id, n.ready_ns, n.ranks, n.joined);
+    if (n.error.empty()) cost_.add(n.tensor_id, n.ready_ns, n.ranks, n.joined, now_ns);
   }
+}
+
+void Inspector::executed(const Response& response, int64_t begin_ns, int64_t end_ns) {
+  if (is_control_op(response.op) || !response.error.empty()) return;
+  std::lock_guard<std::mutex> lock(lateness_mutex_);
+  cost_.executed(response.tensor_ids, begin_ns, end_ns);
 }
 
 std::vector<RankLateness> Inspector::snapshot() const {

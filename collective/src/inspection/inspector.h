@@ -26,8 +26,10 @@ class Inspector {
   // `hostnames`: per rank, for messages (outlives this).
   Inspector(int size, const Config& config, const std::vector<std::string>* hostnames);
 
-  // Background thread: negotiations finished in one cycle.
-  void add(const std::vector<Negotiation>& done);
+  // Background thread: negotiations finished in one cycle, seen complete at `now_ns`.
+  void add(const std::vector<Negotiation>& done, int64_t now_ns);
+  // Background thread: rank 0 ran `response`'s batch from `begin_ns` to `end_ns` (for the cost).
+  void executed(const Response& response, int64_t begin_ns, int64_t end_ns);
   // Any thread: per-rank lateness statistics and what-if cost.
   std::vector<RankLateness> lateness() const;
 

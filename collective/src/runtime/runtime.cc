@@ -322,7 +322,7 @@ bool Runtime::coordinator_step() {
         FusionOptions{config_.fusion_threshold, config_.fusion_max_tensor}, &negotiations_);
     now = clock_.now_ns();
     timeline_->negotiations(negotiations_, now);
-    inspector_->add(negotiations_);
+    inspector_->add(negotiations_, now);
     live_->negotiations(negotiations_);
   }
   live_->tick(now, timeline_->steps_marked(), timeline_->last_mark_ns(), *inspector_, *coordinator_,
@@ -439,6 +439,7 @@ bool Runtime::deliver(Backend& backend) {
     any = true;
     timeline_->processed(c.response, c.entries, c.arrival_ns, c.start_ns, c.end_ns, c.log, c.status,
                          c.per_tensor ? &c.entry_logs : nullptr);
+    if (inspector_ && c.status.ok()) inspector_->executed(c.response, c.start_ns, c.end_ns);
     if (live_) {
       uint64_t bytes = 0;
       for (const TensorEntry* e : c.entries) bytes += e->view.num_bytes();
