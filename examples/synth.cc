@@ -269,6 +269,13 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Rank 0's live what-if cost per step of each rank (the mean over the last 100 steps).
+  std::string live_cost;
+  for (const ranktime::RankLateness& s : ranktime::lateness()) {
+    char ms[32];
+    std::snprintf(ms, sizeof(ms), "%.3f", s.cost_per_step_us / 1e3);
+    live_cost += (live_cost.empty() ? "" : ",") + std::string(ms);
+  }
   ranktime::shutdown();
 #if RANKTIME_WITH_CUDA
   for (void* p : device_buffers) cudaFree(p);
@@ -279,9 +286,9 @@ int main(int argc, char** argv) {
     double mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / sorted.size();
     std::printf(
         "ranktime-synth: ranks=%d tensors=%zu bytes=%lld dtype=%s steps=%zu median_step_ms=%.3f "
-        "mean_step_ms=%.3f min_step_ms=%.3f verify=%s\n",
+        "mean_step_ms=%.3f min_step_ms=%.3f live_cost_ms_per_step=%s verify=%s\n",
         size, tensors.size(), static_cast<long long>(total_bytes), dtype_name.c_str(),
-        step_ms.size(), sorted[sorted.size() / 2], mean, sorted.front(),
+        step_ms.size(), sorted[sorted.size() / 2], mean, sorted.front(), live_cost.c_str(),
         no_verify ? "skipped" : (failures ? "FAILED" : "ok"));
   }
   return failures ? 1 : 0;
