@@ -153,6 +153,8 @@ class Runtime {
   void broadcast(const ResponseList& list);
   // Rank 0: receives and handles one waiting worker message; false when none is waiting.
   bool receive_worker_message();
+  // How long rank 0 waits for the other ranks' last messages (at shutdown, at a timeline stop).
+  static constexpr double kFinalMessageTimeoutS = 30.0;
   // Rank 0: handles worker messages until every other rank's `counts` entry reaches `target`.
   void await_workers(const std::vector<int64_t>& counts, int64_t target, double timeout_s,
                      const char* what);
