@@ -52,6 +52,9 @@ class MpiBackend final : public InlineBackend {
   Status reducescatter(const Response& response, const std::vector<TensorEntry*>& entries,
                        PhaseLog* log);
   Status alltoall(const Response& response, TensorEntry* entry, PhaseLog* log);
+  // The 16-bit floats' datatypes and ops (mpi_reductions.cc), made and freed with the backend.
+  void create_reductions();
+  void free_reductions();
   // The MPI datatype and reduction for `dtype` and `op` (the 16-bit floats: ours).
   struct Reduction {
     MPI_Datatype type;
