@@ -250,6 +250,7 @@ double push_only_ns(const std::string& path) {
   rt::TraceWriterOptions options;
   options.path = path;
   options.flush_interval = std::chrono::hours(1);
+  options.quiet_flush = {};
   std::string error;
   auto writer = rt::TraceWriter::open(options, rt::RunMetadata{}, strings, &error);
   if (!writer) {

@@ -261,6 +261,29 @@ TEST(TraceWriter, WritesWithinTheFlushIntervalWithoutFlush) {
   writer->close();
 }
 
+TEST(TraceWriter, WritesOnceNoRecordCameForTheQuietTime) {
+  TempDir dir;
+  StringTable strings;
+  TraceWriterOptions options = options_for(dir.file("t.json"));  // flush interval: an hour
+  options.quiet_flush = std::chrono::milliseconds(20);
+  auto writer = open_or_fail(options, strings);
+  writer->push(cycle(at_us(1), 1));
+  EXPECT_TRUE(file_reaches(dir.file("t.json"), 5));  // well before the hour
+  writer->close();
+}
+
+TEST(TraceWriter, NoQuietWriteWhenTheFlushIntervalIsShorter) {
+  TempDir dir;
+  StringTable strings;
+  TraceWriterOptions options = options_for(dir.file("t.json"));
+  options.quiet_flush = std::chrono::hours(2);  // longer than the interval: the interval holds
+  auto writer = open_or_fail(options, strings);
+  writer->push(cycle(at_us(1), 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(writer->events_written(), 4u);  // the run metadata only
+  writer->close();
+}
+
 // The threads of this process with scheduling policy `policy`.
 size_t threads_with_policy(int policy) {
   size_t n = 0;

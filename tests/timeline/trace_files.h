@@ -79,6 +79,7 @@ inline TraceWriterOptions options_for(const std::string& path) {
   options.path = path;
   options.capacity_records = 1 << 14;
   options.flush_interval = std::chrono::hours(1);  // the tests flush explicitly
+  options.quiet_flush = {};
   return options;
 }
 

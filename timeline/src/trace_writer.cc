@@ -129,6 +129,7 @@ struct TraceWriter::Impl {
         // Bounded so that `now + flush_interval` cannot overflow.
         flush_interval(
             std::min<std::chrono::milliseconds>(opts.flush_interval, std::chrono::hours(24))),
+        quiet(opts.quiet_flush.count() > 0 && opts.quiet_flush < flush_interval),
         gzip(ends_with(opts.path, ".gz")),
         metadata(run),
         // The closing metadata's size, at most: fixed text, two numbers per rank, the next name.
@@ -169,6 +170,7 @@ struct TraceWriter::Impl {
   const size_t wake_threshold;  // the writer writes everything once the buffer is this full
   const size_t idle_threshold;  // on idle cores, it starts once the buffer is this full
   const std::chrono::milliseconds flush_interval;
+  const bool quiet;  // options.quiet_flush applies
   const bool gzip;
   const RunMetadata metadata;
   const uint64_t closing_reserve;
@@ -181,6 +183,7 @@ struct TraceWriter::Impl {
   RecordBuffer front;               // producers fill it
   size_t front_size = 0;
   Clock::time_point front_since;  // when `front` got its first record
+  Clock::time_point last_push;    // when a record was last accepted
   bool closing = false;           // close() began: no more records are accepted
   bool failed = false;            // an I/O error happened: records are dropped
   bool stopped = false;           // the writer thread is done
@@ -233,7 +236,8 @@ bool TraceWriter::Impl::push(const Record* records, size_t n, size_t* accepted) 
       const size_t before = front_size;
       std::memcpy(static_cast<void*>(front.get() + before), records, *accepted * sizeof(Record));
       front_size += *accepted;
-      if (before == 0) front_since = Clock::now();
+      last_push = Clock::now();
+      if (before == 0) front_since = last_push;
       // Wake the writer to start its timers, or when the buffer passes a threshold; not per
       // record.
       notify = before == 0 || (before < idle_threshold && front_size >= idle_threshold) ||
@@ -299,7 +303,8 @@ void TraceWriter::Impl::run() {
       continue;
     }
     const Clock::time_point oldest = batch_left() ? back_since : front_since;
-    if (urgent() || now >= oldest + flush_interval) {
+    const bool quiet_due = quiet && front_size > 0 && now >= last_push + options.quiet_flush;
+    if (urgent() || now >= oldest + flush_interval || quiet_due) {
       // Due: everything now, on whatever core (the age, memory and flush bounds).
       lock.unlock();
       do {
@@ -317,6 +322,7 @@ void TraceWriter::Impl::run() {
       continue;
     }
     Clock::time_point until = oldest + flush_interval;
+    if (quiet && front_size > 0) until = std::min(until, last_push + options.quiet_flush);
     if (worth_writing && options.use_idle_cores) {
       ask_for_an_idle_core();
       until = std::min(until, now + kIdleSignalRecheck);

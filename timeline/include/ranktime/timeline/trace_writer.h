@@ -23,6 +23,10 @@ struct TraceWriterOptions {
   size_t capacity_records = size_t{1} << 18;
   // Longest time a pushed record waits before it is on disk (the SIGKILL loss bound).
   std::chrono::milliseconds flush_interval{250};
+  // Also write once no record has been pushed for this long: a lone event (a job between steps,
+  // a test reading the file) is on disk within about this, while a busy job's records still go
+  // in pieces (0: off; it matters only when shorter than flush_interval).
+  std::chrono::milliseconds quiet_flush{20};
   // Write a piece whenever a core is idle (a detector thread at SCHED_IDLE priority tells the
   // writer), besides when the buffer is half full or records a flush interval old; and run the
   // writer as SCHED_BATCH, so that its wake-ups never preempt a rank (it keeps its full share of
