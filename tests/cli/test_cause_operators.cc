@@ -132,5 +132,26 @@ TEST(CauseOperators, TheLateRankAloneProfiledHasNobodyToCompareWith) {
   EXPECT_TRUE(causes[0].operators.empty());
 }
 
+TEST(CauseOperators, AnOperatorWaitsForTheRegionThatClosesAfterIt) {
+  // A rank's last region closes at the end of the input, after the profiles that hold its
+  // operators; one outside every region is still counted for none.
+  CauseOperators ops;
+  ops.add_region(0, 0, "forward", 0, 100);
+  for (int r = 0; r < 2; ++r) {
+    ops.add_operator(r, 0, "aten::mm", 10, r == 1 ? 60 : 20);
+    ops.add_operator(r, 0, "aten::randn", 150, r == 1 ? 30 : 1);
+  }
+  ops.add_region(1, 0, "forward", 0, 140);
+  ops.close_step(0, {1});
+  std::vector<Cause> causes(1);
+  causes[0].rank = 1;
+  causes[0].region = "forward";
+  causes[0].steps = 1;
+  ops.finish(&causes);
+  ASSERT_EQ(causes[0].operators.size(), 1u);
+  EXPECT_EQ(causes[0].operators[0].name, "aten::mm");
+  EXPECT_DOUBLE_EQ(causes[0].operators[0].excess_us, 40);
+}
+
 }  // namespace
 }  // namespace ranktime::timeline

@@ -12,6 +12,9 @@ namespace {
 
 // Deeper than any profiler's nesting: a corrupt thread's slices cannot grow the stack further.
 constexpr size_t kMaxOperatorDepth = 1024;
+// Operators held for a region not closed yet: a rank's last regions close at the end of the
+// input, after the profiles. Beyond this many, the rest are left out.
+constexpr size_t kMaxWaiting = size_t{1} << 16;
 
 }  // namespace
 
@@ -52,11 +55,18 @@ const uint32_t* CauseOperators::Names::find(std::string_view name) const {
 
 void CauseOperators::add_region(int rank, int64_t step, std::string_view name, double begin_us,
                                 double end_us) {
-  if (rank < 0) return;
+  if (rank < 0 || rank >= kMaxRanks) return;
   Step& s = steps_[step];
   if (s.closed) return;  // CauseCollector gives open steps only
   if (s.regions.size() <= static_cast<size_t>(rank)) s.regions.resize(rank + 1);
   s.regions[rank].push_back({begin_us, end_us, regions_.id(name)});
+  if (closed_until_.size() <= static_cast<size_t>(rank)) closed_until_.resize(rank + 1, 0.0);
+  closed_until_[rank] = std::max(closed_until_[rank], end_us);
+  // Operators that came before this region closed (its E waits for its thread's next event).
+  auto placed = [&](const Waiting& w) {
+    return w.rank == rank && place(w.rank, w.step, w.op, w.begin_us, w.own_us);
+  };
+  waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(), placed), waiting_.end());
 }
 
 void CauseOperators::add_operator(int rank, int64_t step, std::string_view name, double begin_us,
@@ -65,6 +75,16 @@ void CauseOperators::add_operator(int rank, int64_t step, std::string_view name,
   if (profiled_.size() <= static_cast<size_t>(rank)) profiled_.resize(rank + 1, false);
   profiled_[rank] = true;
   if (step < 0 || own_us <= 0) return;
+  const uint32_t op = operators_.id(name);
+  if (place(rank, step, op, begin_us, own_us)) return;
+  // After every region of its rank closed so far: a region still open around it may close later.
+  const bool after =
+      static_cast<size_t>(rank) >= closed_until_.size() || begin_us >= closed_until_[rank];
+  if (after && waiting_.size() < kMaxWaiting)
+    waiting_.push_back({rank, step, op, begin_us, own_us});
+}
+
+bool CauseOperators::place(int rank, int64_t step, uint32_t op, double begin_us, double own_us) {
   // The innermost region holding its begin: the latest begun (regions nest). A region begun in
   // the step before may still be open across the mark.
   Step* owner = nullptr;
@@ -81,13 +101,14 @@ void CauseOperators::add_operator(int rank, int64_t step, std::string_view name,
       }
     }
   }
-  if (inner == nullptr) return;
-  const Key key{rank, inner->name, operators_.id(name)};
+  if (inner == nullptr) return false;
+  const Key key{rank, inner->name, op};
   if (owner->closed) {
     credit(*owner, key, own_us);
   } else {
     owner->open_us[key] += own_us;
   }
+  return true;
 }
 
 void CauseOperators::credit(const Step& step, const Key& key, double own_us) {

@@ -46,10 +46,12 @@ class OperatorNesting {
 // late rank was late in. An operator belongs to the innermost region of its rank that holds its
 // begin, and to that region's step. A step's operators are held per (rank, region, operator)
 // only while the step is open; once it closes (close_step) they go into the sums of the ranks
-// late in it, and a step nobody was late in is forgotten. What stays grows with the late steps'
-// regions (their times, for operators that come after their step closed: `ranktime merge` puts
-// every profile after the timeline) and with late ranks x regions x operators x ranks, never
-// with the number of operators.
+// late in it, and a step nobody was late in is forgotten. An operator after every region its rank
+// has closed so far waits (a bounded number of them) for one still open around it: the reader
+// closes a rank's last regions only at the end of the input, after the profiles. What stays grows
+// with the late steps' regions (their times, for operators that come after their step closed:
+// `ranktime merge` puts every profile after the timeline) and with late ranks x regions x operators
+// x ranks, never with the number of operators.
 //
 // Excess of an operator, for a cause (rank q, region g): q's own time for it in g over q's late
 // steps, less the median over the other profiled ranks of their own time for it in g over the
@@ -92,12 +94,24 @@ class CauseOperators {
     std::unordered_map<std::string, uint32_t> ids;
     std::vector<std::string> text;
   };
+  // An operator that waits for a region still open around it.
+  struct Waiting {
+    int rank = 0;
+    int64_t step = 0;
+    uint32_t op = 0;
+    double begin_us = 0;
+    double own_us = 0;
+  };
+  // Into the innermost region of `rank` that holds `begin_us`; false when none has closed yet.
+  bool place(int rank, int64_t step, uint32_t op, double begin_us, double own_us);
   void credit(const Step& step, const Key& key, double own_us);
 
   std::map<int64_t, Step> steps_;
   // (late rank, region, operator) -> each rank's own time over the late rank's late steps.
   std::map<Key, std::vector<double>> sums_;
-  std::vector<bool> profiled_;  // by rank: any operator at all (the ranks compared)
+  std::vector<bool> profiled_;        // by rank: any operator at all (the ranks compared)
+  std::vector<double> closed_until_;  // by rank: the latest end of its regions so far
+  std::vector<Waiting> waiting_;      // operators after every region of their rank so far
   Names regions_;
   Names operators_;
 };
