@@ -1,18 +1,45 @@
 // The causes' line and tables (cause_tables.h).
 #include "cause_tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "summary_tables.h"
 
 namespace ranktime::cli {
 
+namespace {
+
+// "\"aten::mm\" 14.200; \"slow_op\" 2.000": the operators' names quoted, excess in ms.
+std::string operators_text(const std::vector<timeline::OperatorExcess>& operators) {
+  std::string text;
+  for (const timeline::OperatorExcess& op : operators) {
+    if (!text.empty()) text += "; ";
+    text += quoted_region(op.name) + " " + format_double("%.3f", op.excess_us / 1e3);
+  }
+  return text;
+}
+
+// The rows causes_table shows: positive excess, largest first, k at most.
+std::vector<const timeline::Cause*> shown_causes(const timeline::Causes& c, size_t k) {
+  std::vector<const timeline::Cause*> shown;
+  for (const timeline::Cause& x : c.causes) {
+    if (x.total_excess_us <= 0 || shown.size() >= k) break;
+    shown.push_back(&x);
+  }
+  return shown;
+}
+
+}  // namespace
+
 Table causes_table(const timeline::Causes& c, size_t k) {
   Table t{"causes",
           "causes: the late ranks' regions that took longer than the other ranks' median for the "
           "same region (own time: less time blocked in ranktime and in nested regions; "
-          "excess per late step; explained = excess / lateness)",
+          "excess per late step; explained = excess / lateness; operators: the profiler's "
+          "operators inside the region that took longer, ms per late step)",
           {},
           {},
           c.has_regions ? "no late rank's region took longer than the others'"
@@ -25,11 +52,16 @@ Table causes_table(const timeline::Causes& c, size_t k) {
                {"excess_ms", 3},
                {"total_excess_ms", 3},
                {"explained_pct", 1}};
-  for (const timeline::Cause& x : c.causes) {
-    if (x.total_excess_us <= 0 || t.rows.size() >= k) break;
-    t.rows.push_back({int64_t{x.rank}, x.region, static_cast<int64_t>(x.steps),
-                      static_cast<int64_t>(x.compared_steps), x.lateness_us / 1e3,
-                      x.excess_us / 1e3, x.total_excess_us / 1e3, x.explained_pct});
+  const std::vector<const timeline::Cause*> shown = shown_causes(c, k);
+  // Only a merged trace (`ranktime merge`) has operators: the column only when one has some.
+  const bool with_operators = std::any_of(
+      shown.begin(), shown.end(), [](const timeline::Cause* x) { return !x->operators.empty(); });
+  if (with_operators) t.columns.push_back({"operators"});
+  for (const timeline::Cause* x : shown) {
+    t.rows.push_back({int64_t{x->rank}, x->region, static_cast<int64_t>(x->steps),
+                      static_cast<int64_t>(x->compared_steps), x->lateness_us / 1e3,
+                      x->excess_us / 1e3, x->total_excess_us / 1e3, x->explained_pct});
+    if (with_operators) t.rows.back().push_back(operators_text(x->operators));
   }
   return t;
 }
@@ -53,8 +85,21 @@ Table cause_steps_table(const timeline::Causes& c) {
   return t;
 }
 
+nlohmann::json operators_json(const std::vector<timeline::OperatorExcess>& operators) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const timeline::OperatorExcess& op : operators) {
+    out.push_back({{"name", op.name}, {"excess_ms", op.excess_us / 1e3}});
+  }
+  return out;
+}
+
 nlohmann::json causes_json(const timeline::Causes& c, size_t k) {
-  return to_json(causes_table(c, k));
+  nlohmann::json rows = to_json(causes_table(c, k));
+  const std::vector<const timeline::Cause*> shown = shown_causes(c, k);
+  for (size_t i = 0; i < shown.size() && i < rows.size(); ++i) {
+    rows[i]["operators"] = operators_json(shown[i]->operators);  // a list, not the text's column
+  }
+  return rows;
 }
 
 std::string quoted_region(const std::string& name) {
@@ -83,8 +128,14 @@ std::string cause_line(const timeline::Causes& c, const timeline::CauseOptions& 
   }
   char pct[32];
   std::snprintf(pct, sizeof(pct), "%.0f", top.explained_pct);
-  return line + "its " + quoted_region(top.region) + " region took " + human_us(top.excess_us) +
-         " longer than the other ranks' median (" + pct + "% of its lateness)";
+  line += "its " + quoted_region(top.region) + " region took " + human_us(top.excess_us) +
+          " longer than the other ranks' median (" + pct + "% of its lateness)";
+  if (!top.operators.empty()) {
+    const timeline::OperatorExcess& op = top.operators.front();
+    line +=
+        "; inside it, " + quoted_region(op.name) + " took " + human_us(op.excess_us) + " longer";
+  }
+  return line;
 }
 
 }  // namespace ranktime::cli

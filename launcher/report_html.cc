@@ -145,7 +145,8 @@ json phases_by_rank_json(const Summary& s, int ranks) {
 
 }  // namespace
 
-// The late ranks by region: each cell the region's mean excess per late step of the rank.
+// The late ranks by region: each cell the region's mean excess per late step of the rank, and
+// the profiler's operators in it that took longer (a merged trace's).
 json causes_view_json(const timeline::Causes& c, size_t k) {
   std::vector<int> ranks;
   std::vector<std::string> regions;
@@ -156,7 +157,8 @@ json causes_view_json(const timeline::Causes& c, size_t k) {
     }
   }
   std::sort(ranks.begin(), ranks.end());
-  json excess = json::array(), lateness = json::array(), steps = json::array();
+  json excess = json::array(), lateness = json::array(), steps = json::array(),
+       operators = json::array();
   auto find = [&](int rank, const std::string* region) {
     return std::find_if(c.causes.begin(), c.causes.end(), [&](const timeline::Cause& x) {
       return x.rank == rank && (region == nullptr || x.region == *region);
@@ -166,12 +168,14 @@ json causes_view_json(const timeline::Causes& c, size_t k) {
     const timeline::Cause& any = *find(r, nullptr);  // a rank's lateness is its every row's
     lateness.push_back(rounded(any.lateness_us / 1e3));
     steps.push_back({any.steps, any.compared_steps});
-    json row = json::array();
+    json row = json::array(), row_operators = json::array();
     for (const std::string& region : regions) {
       auto it = find(r, &region);
       row.push_back(it == c.causes.end() ? json(nullptr) : rounded(it->excess_us / 1e3));
+      row_operators.push_back(it == c.causes.end() ? json::array() : operators_json(it->operators));
     }
     excess.push_back(std::move(row));
+    operators.push_back(std::move(row_operators));
   }
   json out;
   out["has_regions"] = c.has_regions;
@@ -179,6 +183,7 @@ json causes_view_json(const timeline::Causes& c, size_t k) {
   out["ranks"] = ranks;
   out["regions"] = regions;
   out["excess_ms"] = std::move(excess);
+  out["operators"] = std::move(operators);  // per rank, per region: [{"name", "excess_ms"}]
   out["lateness_ms"] = std::move(lateness);
   out["steps"] = std::move(steps);
   out["table"] = to_json_columns(causes_table(c, k));

@@ -11,13 +11,13 @@ namespace ranktime::cli {
 
 using timeline::Summary;
 
-namespace {
-
 std::string format_double(const char* format, double v) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), format, v);
   return buffer;
 }
+
+namespace {
 
 double pct(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 

@@ -46,5 +46,7 @@ std::string waiting_line(const timeline::Summary& s);
 std::string host_of(const timeline::Summary& s, int rank);
 // "20.051 ms", "1.250 s", "812.000 us".
 std::string human_us(double us);
+// One number by a printf format with one double: format_double("%.3f", 1.5) is "1.500".
+std::string format_double(const char* format, double v);
 
 }  // namespace ranktime::cli

@@ -221,7 +221,8 @@
         'Per late rank and region: how much longer the region took than the other ranks\' ' +
         'median for it, per step the rank was late in (own time: less time blocked in ranktime ' +
         'and in nested regions). A rank is late in a step when its last readiness is 1 ms or ' +
-        'more behind the other ranks\' median.'));
+        'more behind the other ranks\' median. Under a cell, from a merged profiler trace: the ' +
+        'operators inside the region that took longer than on the other ranks (own time).'));
     if (!c.ranks.length) {
       out.appendChild(el('p', {class: 'muted'}, 'No rank was late in a step with regions.'));
       return out;
@@ -240,8 +241,15 @@
         if (v !== null && v > 0 && lateness > 0) {
           td.style.backgroundColor = heatColour(0.5 + 0.5 * Math.min(1, v / lateness));
         }
+        // The profiler's operators inside the region (a merged trace): names are text nodes.
+        const ops = c.operators[i][j];
+        for (const op of ops) {
+          td.appendChild(el('div', {class: 'operator'}, op.name + ' +' + ms(op.excess_ms)));
+        }
         td.setAttribute('title', rankLabel(rank) + ': "' + c.regions[j] + '" ' + ms(v) +
-                                 ' longer than the other ranks\' median, per late step');
+                                 ' longer than the other ranks\' median, per late step' +
+                                 ops.map((op) => '; ' + op.name + ' ' + ms(op.excess_ms) +
+                                                 ' longer').join(''));
         tr.appendChild(td);
       });
       body.appendChild(tr);

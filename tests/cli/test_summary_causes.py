@@ -132,3 +132,81 @@ def test_a_region_name_stays_text(cli, tmp_path):
     cause = summary(path).splitlines()[1]  # after the cost
     assert cause.startswith("cause: rank 2 ") and json.dumps(name) in cause
     assert json.loads(summary(path, "--format", "json"))["causes"][0]["region"] == name
+
+
+TORCH_PID = 1500000000  # trace_names.h: rank R's torch.profiler process (`ranktime merge`)
+
+
+def with_operators(path, slow_rank, extra_us, ranks=3, steps=5, name="aten::mm"):
+    """Appends what `ranktime merge` would: each rank's profiler operators after the timeline.
+    In each forward (2 ms after the step's start, on every rank of trace(..., "forward")):
+    aten::linear holding `name` (3 ms, extra_us more on slow_rank) and aten::relu (1 ms)."""
+    events = json.loads(path.read_text())
+    for r in range(ranks):
+        torch = TORCH_PID + r
+        events += [{"name": "process_name", "ph": "M", "pid": torch, "tid": 0,
+                    "args": {"name": "rank %d (torch)" % r}}]
+        for k in range(steps):
+            begin = k * STEP_US + NORMAL["data"] + 100
+            mm = 3000.0 + (extra_us if r == slow_rank else 0)
+            events += [
+                {"name": "aten::linear", "ph": "X", "pid": torch, "tid": 1, "ts": begin,
+                 "dur": mm + 500},
+                {"name": name, "ph": "X", "pid": torch, "tid": 1, "ts": begin + 200, "dur": mm},
+                {"name": "aten::relu", "ph": "X", "pid": torch, "tid": 1, "ts": begin + mm + 600,
+                 "dur": 1000},
+                # Between steps, in no region: counted for none.
+                {"name": "aten::randn", "ph": "X", "pid": torch, "tid": 1,
+                 "ts": k * STEP_US + STEP_US - 50, "dur": 20 + (5000 if r == slow_rank else 0)}]
+    path.write_text(json.dumps(events))
+    return path
+
+
+def test_the_operator_that_grew_inside_the_region_is_named(cli, tmp_path):
+    path = with_operators(trace(tmp_path / "t.json", slow_rank=1, slow_region="forward",
+                                extra_us=10000.0), slow_rank=1, extra_us=10000.0)
+    lines = summary(path).splitlines()
+    assert lines[0].startswith("cost: rank 1 "), lines[0]
+    assert lines[1].startswith('cause: rank 1 was late by 10.000 ms in 5 of 5 steps; its '
+                               '"forward" region took 10.000 ms longer'), lines[1]
+    # aten::linear's own time (its duration less aten::mm's) did not grow: only aten::mm.
+    assert lines[1].endswith('; inside it, "aten::mm" took 10.000 ms longer'), lines[1]
+    assert lines[2].startswith("replay:"), lines[2]
+    top = json.loads(summary(path, "--format", "json"))["causes"][0]
+    assert (top["rank"], top["region"]) == (1, "forward")
+    assert [op["name"] for op in top["operators"]] == ["aten::mm"], top["operators"]
+    assert abs(top["operators"][0]["excess_ms"] - 10.0) < 1e-6
+    row = csv_tables(summary(path, "--format", "csv"))["causes"][0]
+    assert row["operators"] == '"aten::mm" 10.000', row
+
+
+def test_without_profiler_events_the_causes_name_no_operator(cli, tmp_path):
+    path = trace(tmp_path / "t.json", slow_rank=1, slow_region="forward", extra_us=10000.0)
+    lines = summary(path).splitlines()
+    assert lines[1].startswith("cause: rank 1 ") and "inside it" not in lines[1], lines[1]
+    assert json.loads(summary(path, "--format", "json"))["causes"][0]["operators"] == []
+    assert "operators" not in csv_tables(summary(path, "--format", "csv"))["causes"][0]
+
+
+def test_only_one_ranks_profile_names_no_operator(cli, tmp_path):
+    # With no other rank's profile there is nothing to compare the operator with.
+    path = with_operators(trace(tmp_path / "t.json", slow_rank=1, slow_region="forward",
+                                extra_us=10000.0), slow_rank=1, extra_us=10000.0)
+    events = [e for e in json.loads(path.read_text())
+              if not (isinstance(e.get("pid"), int) and e["pid"] >= TORCH_PID and
+                      e["pid"] != TORCH_PID + 1)]
+    path.write_text(json.dumps(events))
+    assert json.loads(summary(path, "--format", "json"))["causes"][0]["operators"] == []
+
+
+def test_an_operator_name_stays_text(cli, tmp_path):
+    name = '</script><script>alert(1)</script>\n"op"'
+    path = with_operators(trace(tmp_path / "t.json", slow_rank=1, slow_region="forward",
+                                extra_us=10000.0), slow_rank=1, extra_us=10000.0, name=name)
+    cause = summary(path).splitlines()[1]
+    assert cause.endswith("; inside it, %s took 10.000 ms longer" % json.dumps(name)), cause
+    top = json.loads(summary(path, "--format", "json"))["causes"][0]
+    assert top["operators"][0]["name"] == name
+    page = tmp_path / "r.html"
+    assert ranktime("report", path, "-o", page).returncode == 0
+    assert "<script>alert(1)" not in page.read_text()

@@ -1,15 +1,19 @@
 """A small model trained under ranktime.torch with ranktime.torch.profile (test_profile_merge.py
 runs it on 2 and 4 ranks): forward in a `forward` region (ranktime.torch.instrument or
 ranktime.region, whichever this build has) and a `job.forward` profiler range; each gradient's
-allreduce submitted inside a `job.submit.<name>` profiler range.
+allreduce submitted inside a `job.submit.<name>` profiler range. With SLOW_RANK, that rank also
+sleeps 20 ms per step inside forward, in a `slow_op` profiler range (the operator the summary's
+causes should name).
 
-    profile_job.py OUT_DIR STEPS [SKEWS_US]   # SKEWS_US: "0,50000,...", one clock skew per rank
+    profile_job.py OUT_DIR STEPS [SKEWS_US [SLOW_RANK]]   # SKEWS_US: "0,50000,...", per rank
 """
 import contextlib
 import os
 import sys
+import time
 
 out_dir, steps = sys.argv[1], int(sys.argv[2])
+slow_rank = int(sys.argv[4]) if len(sys.argv) > 4 else -1
 if len(sys.argv) > 3:  # before init(): the runtime reads it at start-up
     rank_env = int(os.environ["OMPI_COMM_WORLD_RANK"])
     os.environ["RANKTIME_TEST_CLOCK_SKEW_US"] = sys.argv[3].split(",")[rank_env]
@@ -38,6 +42,9 @@ with rt.profile(dir=out_dir) as profiler:
         x = torch.randn(16, 32)
         with forward_region(), record_function("job.forward"):
             loss = model(x).pow(2).mean()
+            if rt.rank() == slow_rank:
+                with record_function("slow_op"):
+                    time.sleep(0.02)
         optimizer.zero_grad()
         loss.backward()
         handles = []

@@ -2,7 +2,9 @@
 2 and 4 ranks (some ranks' clocks skewed by +-50 ms), then every rank's profiler trace is merged
 onto the timeline. On the merged page every aten:: operator a rank ran in forward lies inside that
 rank's `forward` region, and each gradient's allreduce submission holds that rank's tick for it,
-both within the rank's clock uncertainty + 50 us. Runs the launcher itself (not under mpirun)."""
+both within the rank's clock uncertainty + 50 us. When one rank sleeps in a `slow_op` range inside
+forward, the merged summary's causes name that rank, `forward` and `slow_op`. Runs the launcher
+itself (not under mpirun)."""
 
 import bisect
 import collections
@@ -29,20 +31,21 @@ pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason="the ranktim
 _jobs = {}
 
 
-def job(tmp_path_factory, ranks, skews):
-    """run_job, once per (ranks, skews) for the whole module."""
-    if (ranks, skews) not in _jobs:
-        _jobs[(ranks, skews)] = run_job(tmp_path_factory.mktemp("job"), ranks, skews)
-    return _jobs[(ranks, skews)]
+def job(tmp_path_factory, ranks, skews, slow_rank=-1):
+    """run_job, once per (ranks, skews, slow_rank) for the whole module."""
+    key = (ranks, skews, slow_rank)
+    if key not in _jobs:
+        _jobs[key] = run_job(tmp_path_factory.mktemp("job"), ranks, skews, slow_rank)
+    return _jobs[key]
 
 
-def run_job(tmp_path, ranks, skews):
+def run_job(tmp_path, ranks, skews, slow_rank):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     timeline = str(tmp_path / "t.json")
     profiles = str(tmp_path / "profiles")
     command = [CLI, "run", "-np", str(ranks), "--timeline-filename", timeline, "--",
-               sys.executable, JOB, profiles, str(STEPS), skews]
+               sys.executable, JOB, profiles, str(STEPS), skews, str(slow_rank)]
     run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, " ".join(command) + "\n" + run.stdout + run.stderr
     files = sorted(glob.glob(os.path.join(profiles, "profile.rank*.json")))
@@ -122,6 +125,26 @@ def test_merged_profiles_line_up_with_the_timeline(tmp_path, tmp_path_factory, r
         result = subprocess.run([CLI, *command, str(tmp_path / "merged.json")],
                                 capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, command + [result.stdout, result.stderr]
+
+
+def test_the_summary_names_the_operator_inside_the_slow_ranks_forward(tmp_path,
+                                                                    tmp_path_factory):
+    timeline, files, has_regions = job(tmp_path_factory, 2, "0,50000", slow_rank=1)
+    if not has_regions:
+        pytest.skip("this build has no ranktime.region")
+    merged = str(tmp_path / "merged.json")
+    merge(timeline, files, merged)
+    result = subprocess.run([CLI, "summary", "--format", "json", merged], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    causes = json.loads(result.stdout)["causes"]
+    assert causes, result.stdout
+    top = causes[0]
+    assert (top["rank"], top["region"]) == (1, "forward"), causes
+    assert top["operators"] and top["operators"][0]["name"] == "slow_op", top
+    text = subprocess.run([CLI, "summary", merged], capture_output=True, text=True, timeout=120)
+    cause = text.stdout.splitlines()[1]
+    assert cause.startswith("cause: rank 1 ") and '; inside it, "slow_op" took' in cause, cause
 
 
 def test_merge_refuses_another_runs_profile(tmp_path, tmp_path_factory):

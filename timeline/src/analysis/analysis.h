@@ -1,9 +1,10 @@
 // The analysis room: one reader pass, then one class per question a user asks (HTA's
 // analyzers). TraceSummarizer (summarizer.cc) reads each event once, pairs B/E into slices once
 // (SliceTracker), applies the window and the rank and operation choices once, and hands what
-// it found to every analysis: negotiations with their ticks, closed slices on rank lanes, whole
-// fused batches and cycle markers. Each analysis keeps its own state, bounded by tensors, ranks
-// and steps (never by events), and fills its part of the Summary in finish().
+// it found to every analysis: negotiations with their ticks, closed slices on rank lanes,
+// regions, profiler operators, whole fused batches and cycle markers. Each analysis keeps its
+// own state, bounded by tensors, ranks and steps (never by events), and fills its part of the
+// Summary in finish().
 //
 // A new analysis: a class deriving from Analysis in a file of its own here (NAME.h, NAME.cc),
 // overriding the add()s it needs and finish(), and one line in summarizer.cc's list. Its figures
@@ -94,6 +95,16 @@ struct RegionSlice {
   double blocked_us = 0;  // its args' blocked_us: time the rank was blocked in ranktime in it
 };
 
+// A torch.profiler operator (`ranktime merge`'s process "rank R (torch)") on a chosen rank, begun
+// in the window, as it closes on its thread: its own time, less the operators inside it
+// (OperatorNesting). Complete slices only; the merge's anchors are left out.
+struct OperatorSlice {
+  int rank = 0;
+  const std::string* name = nullptr;  // the profiler's or the user's text, untrusted
+  double begin_us = 0;
+  double own_us = 0;
+};
+
 // A fused batch on one rank lane (a tensor alone is a batch of one), once all its tensors'
 // operation slices have closed (or at the end of the input).
 struct Batch {
@@ -143,6 +154,7 @@ class Analysis {
   virtual void add(const RankSlice&) {}
   virtual void add(const Batch&) {}
   virtual void add(const RegionSlice&) {}
+  virtual void add(const OperatorSlice&) {}
   virtual void add_cycle_mark(double /*ts*/) {}
   // Called once, in the list's order, after the Summary's run, time span and lanes are set.
   virtual void finish(Summary& summary) = 0;

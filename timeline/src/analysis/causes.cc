@@ -156,7 +156,11 @@ void CauseCollector::close(std::map<int64_t, StepRegionTimes>::iterator it) {
     if (times.ready_end[r] >= 0 && !times.own_us[r].empty())
       compared.push_back(static_cast<int>(r));
   }
-  tally_.add(compared, compare_step(times, options_));
+  std::vector<LateRankStep> late = compare_step(times, options_);
+  std::vector<int> late_ranks;
+  for (const LateRankStep& row : late) late_ranks.push_back(row.rank);
+  operators_.close_step(times.step, late_ranks);
+  tally_.add(compared, std::move(late));
   open_.erase(it);
 }
 
@@ -174,6 +178,11 @@ void CauseCollector::add_region(int rank, std::string_view name, double begin_us
     return;
   }
   t->own_us[rank][std::string(name)] += own;
+  operators_.add_region(rank, step, name, begin_us, end_us);
+}
+
+void CauseCollector::add_operator(int rank, std::string_view name, double begin_us, double own_us) {
+  operators_.add_operator(rank, step_at_(rank, begin_us), name, begin_us, own_us);
 }
 
 void CauseCollector::add_readiness(int64_t step, int rank, double ts_us) {
@@ -185,6 +194,7 @@ void CauseCollector::add_readiness(int64_t step, int rank, double ts_us) {
 Causes CauseCollector::finish() {
   while (!open_.empty()) close(open_.begin());
   Causes out = tally_.finish();
+  operators_.finish(&out.causes);
   out.has_regions = has_regions_;
   out.regions_left_out = left_out_;
   return out;

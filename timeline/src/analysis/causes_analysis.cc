@@ -19,6 +19,10 @@ void CausesAnalysis::add(const RegionSlice& r) {
   collector_.add_region(r.rank, *r.name, r.begin_us, r.end_us, r.blocked_us);
 }
 
+void CausesAnalysis::add(const OperatorSlice& o) {
+  collector_.add_operator(o.rank, *o.name, o.begin_us, o.own_us);
+}
+
 void CausesAnalysis::finish(Summary& s) { s.causes = collector_.finish(); }
 
 }  // namespace ranktime::timeline::analysis

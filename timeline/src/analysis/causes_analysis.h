@@ -3,7 +3,8 @@
 // unit-tested: causes.h). A region belongs to the step its rank was in at its begin, a readiness
 // tick to the step its rank was in when it became ready, both by the step marks
 // (SummaryOptions::step_marks, from a first pass): without them no step can be compared, and
-// Causes::has_regions still says whether the trace has regions.
+// Causes::has_regions still says whether the trace has regions. Profiler operators inside the
+// regions name what grew in them (cause_operators.h).
 #pragma once
 
 #include "analysis/analysis.h"
@@ -16,6 +17,7 @@ class CausesAnalysis : public Analysis {
   explicit CausesAnalysis(const Pass& pass);
   void add(const Negotiation& n) override;
   void add(const RegionSlice& r) override;
+  void add(const OperatorSlice& o) override;
   void finish(Summary& s) override;
 
  private:

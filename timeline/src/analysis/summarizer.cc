@@ -2,8 +2,10 @@
 // operations) applied once, B/E paired once, and what it finds handed to every analysis in
 // make_analyses()'s list (analysis.h says how to add one).
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analysis/analysis.h"
@@ -20,7 +22,9 @@
 #include "analysis/trace_args.h"
 #include "analysis/waits.h"
 #include "analysis/what_if.h"
+#include "ranktime/timeline/cause_operators.h"
 #include "ranktime/timeline/process_set_label.h"
+#include "ranktime/timeline/profile_trace.h"
 #include "ranktime/timeline/trace_analysis.h"
 #include "ranktime/timeline/trace_names.h"
 
@@ -96,6 +100,10 @@ struct TraceSummarizer::State {
   void on_negotiation_end(const TraceEvent& e, const analysis::Slice& slice);
   void on_slice_end(const TraceEvent& e, int rank, analysis::Slice& slice, analysis::Slice* parent);
   void on_region_end(const TraceEvent& e, int64_t rank, const analysis::Slice& slice);
+  void on_profiler_slice(const TraceEvent& e, int64_t rank);
+  // What hands a closed operator of `rank` to the analyses.
+  OperatorNesting::Closed operator_closed(int rank);
+  void flush_operators();
 
   analysis::Pass pass;
   std::vector<std::unique_ptr<analysis::Analysis>> analyses;
@@ -104,6 +112,8 @@ struct TraceSummarizer::State {
   Summary summary;
   bool have_time = false;
   std::unordered_map<int64_t, int64_t> occurrences;  // pid -> negotiations seen
+  // torch.profiler threads (pid, tid): their open operators, for each one's own time.
+  std::map<std::pair<int64_t, int64_t>, OperatorNesting> operator_threads;
 };
 
 void TraceSummarizer::State::observe_time(double begin, double end) {
@@ -190,6 +200,28 @@ void TraceSummarizer::State::on_region_end(const TraceEvent& e, int64_t rank,
   for (auto& a : analyses) a->add(region);
 }
 
+void TraceSummarizer::State::on_profiler_slice(const TraceEvent& e, int64_t rank) {
+  if (e.phase() != 'X' || !e.has_dur || !pass.selected(static_cast<int>(rank))) return;
+  if (e.name.compare(0, kAnchorPrefix.size(), kAnchorPrefix) == 0) return;  // the merge's own
+  operator_threads[{e.pid, e.tid}].add(e.name, e.ts, e.dur,
+                                       operator_closed(static_cast<int>(rank)));
+}
+
+OperatorNesting::Closed TraceSummarizer::State::operator_closed(int rank) {
+  return [this, rank](const std::string& name, double begin_us, double own_us) {
+    if (!pass.in_window(begin_us)) return;
+    const analysis::OperatorSlice op{rank, &name, begin_us, own_us};
+    for (auto& a : analyses) a->add(op);
+  };
+}
+
+void TraceSummarizer::State::flush_operators() {
+  for (auto& [thread, nesting] : operator_threads) {
+    nesting.flush(operator_closed(static_cast<int>(torch_process_rank(thread.first))));
+  }
+  operator_threads.clear();
+}
+
 void TraceSummarizer::State::on_slice_end(const TraceEvent& e, int rank, analysis::Slice& slice,
                                           analysis::Slice* parent) {
   if (!pass.selected(rank)) return;
@@ -241,9 +273,12 @@ void TraceSummarizer::add(const TraceEvent& e) {
     return;
   }
   if (!e.has_ts || !e.has_pid || !e.has_tid) return;
-  // torch.profiler events (`ranktime merge`, process "rank R (torch)"): not the runtime's work.
-  // The hook for an analysis that reads them (the operators inside a rank's region).
-  if (torch_process_rank(e.pid) >= 0) return;
+  // torch.profiler events (`ranktime merge`, process "rank R (torch)"): not the runtime's work,
+  // but the operators inside a rank's regions, for the causes.
+  if (const int64_t rank = torch_process_rank(e.pid); rank >= 0) {
+    st.on_profiler_slice(e, rank);
+    return;
+  }
   const char ph = e.ph.size() == 1 ? e.ph[0] : '?';
   if (ph == 'B') {
     st.slices.open(e);
@@ -279,6 +314,7 @@ Summary TraceSummarizer::finish() {
   State& st = *state_;
   // Batches still waiting for members (window edge, truncated file) count as they are.
   st.batches.flush();
+  st.flush_operators();
   Summary s = std::move(st.summary);
   s.wall_us = std::max(0.0, s.last_ts_us - s.first_ts_us);
   for (size_t r = 0; r < st.pass.lanes_seen.size(); ++r) {

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ranktime/timeline/cause_operators.h"
+
 namespace ranktime::timeline {
 
 struct CauseOptions {
@@ -46,6 +48,15 @@ struct LateRankStep {
   std::vector<RegionExcess> regions;
 };
 
+// A profiler operator (torch.profiler, put on the timeline by `ranktime merge`) inside a
+// cause's region: its own time there (less its child operators' on the same thread) on the late
+// rank, less the other ranks' median for it, over the steps the rank was late in
+// (cause_operators.h says how).
+struct OperatorExcess {
+  std::string name;      // the operator's name, untrusted text (the profiler's, or the user's)
+  double excess_us = 0;  // per late step, as Cause::excess_us
+};
+
 // One (rank, region) over the steps that rank was late in.
 struct Cause {
   int rank = 0;
@@ -58,6 +69,9 @@ struct Cause {
   // total excess / total lateness over `steps`, in percent: how much of the rank's lateness the
   // region's extra time accounts for. Can pass 100 (the rank made up time elsewhere) or be < 0.
   double explained_pct = 0;
+  // The operators inside the region that took longer than on the other ranks, largest excess
+  // first, at most CauseOperators::kTop; empty without profiler events in the trace.
+  std::vector<OperatorExcess> operators;
 };
 
 struct Causes {
@@ -127,7 +141,7 @@ class CauseCollector {
   using StepAt = std::function<int64_t(int rank, double ts)>;
   static constexpr int64_t kOpenSteps = 16;
   // Ranks from here up (a corrupt trace's) are left out.
-  static constexpr int kMaxRanks = 4096;
+  static constexpr int kMaxRanks = CauseOperators::kMaxRanks;
 
   CauseCollector(CauseOptions options, StepAt step_at);
   // A region slice of `rank`, as it closes (nested ones first); it belongs to the step its rank
@@ -136,6 +150,9 @@ class CauseCollector {
                   double blocked_us);
   // A rank's readiness for a tensor in `step` (the steps analysis's step of the negotiation).
   void add_readiness(int64_t step, int rank, double ts_us);
+  // A profiler operator of `rank` as it closes on its thread (OperatorNesting's own time): it
+  // counts for the region that holds its begin (cause_operators.h).
+  void add_operator(int rank, std::string_view name, double begin_us, double own_us);
   Causes finish();
 
  private:
@@ -152,6 +169,7 @@ class CauseCollector {
   bool has_regions_ = false;
   uint64_t left_out_ = 0;
   CauseTally tally_;
+  CauseOperators operators_;
 };
 
 }  // namespace ranktime::timeline
