@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from . import _collectives, _core
+from ._regions import region
 from ._torch_ops import allgather_object, broadcast_object
 
 __all__ = ["run", "State", "ObjectState", "TorchState", "ElasticSampler",
@@ -111,11 +112,13 @@ class State:
     def commit(self):
         """Saves the state in memory and on this host's disk (under ranktime run's elastic
         loop), then raises HostsUpdatedInterrupt on every rank if hosts were added."""
-        self.save()
-        self._commits += 1
-        directory = _elastic_dir()
-        if directory and _core.local_rank() == 0:
-            _write_commit(directory, self._commits, self._payload())
+        # A region, so that `ranktime summary` of the attempts counts the work after the last one.
+        with region("elastic.commit"):
+            self.save()
+            self._commits += 1
+            directory = _elastic_dir()
+            if directory and _core.local_rank() == 0:
+                _write_commit(directory, self._commits, self._payload())
         self.check_host_updates()
 
     def check_host_updates(self):
