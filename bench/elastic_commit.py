@@ -37,7 +37,8 @@ def main(millions, n):
     with tempfile.TemporaryDirectory() as directory:
         os.environ["RANKTIME_ELASTIC_DIR"] = directory
         on_disk = median_commit_s(state, n)
-        size = os.path.getsize(os.path.join(directory, os.listdir(directory)[0])) / 2**20
+        files = os.listdir(directory)  # written by each host's first rank only
+        size = os.path.getsize(os.path.join(directory, files[0])) / 2**20 if files else 0
     del os.environ["RANKTIME_ELASTIC_DIR"]
     in_memory = median_commit_s(state, n)
     if hvd.rank() == 0:
@@ -48,4 +49,5 @@ def main(millions, n):
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]) if len(sys.argv) > 1 else 10, int(sys.argv[2]) if len(sys.argv) > 2 else 20)
+    main(float(sys.argv[1]) if len(sys.argv) > 1 else 10,
+         int(sys.argv[2]) if len(sys.argv) > 2 else 20)
