@@ -1,17 +1,13 @@
 // `ranktime run`: validate everything before starting anything, build mpirun's argument vector,
-// start it with posix_spawn (never through a shell), forward SIGINT/SIGTERM, return its status.
+// start it (mpirun_job.h) and return its status.
 #include "run_command.h"
 
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,13 +17,11 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <variant>
 
 #include "core/settings.h"
 #include "inspection/lane_choice.h"
-
-extern char** environ;
+#include "mpirun_job.h"
 
 namespace ranktime::cli {
 namespace {
@@ -223,107 +217,6 @@ bool user_sets_mca(const RunCommandOptions& o, const std::string& name) {
   return false;
 }
 
-// Signals to forward, delivered to the handler below.
-volatile sig_atomic_t g_child = 0;
-volatile sig_atomic_t g_pending_signal = 0;
-
-void forward_signal(int sig, siginfo_t* info, void*) {
-  // Ctrl-C from the terminal (SI_KERNEL) already reached mpirun, which is in our process group;
-  // sending it again would make mpirun abort without cleaning up. Forward only signals that a
-  // process sent to us (kill, a batch system's SIGTERM).
-  if (info != nullptr && info->si_code > 0) return;
-  if (g_child > 0) {
-    ::kill(static_cast<pid_t>(g_child), sig);
-  } else {
-    g_pending_signal = sig;
-  }
-}
-
-void install_forwarding() {
-  struct sigaction action {};
-  action.sa_sigaction = forward_signal;
-  action.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
-
-std::string join_command(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const auto& arg : argv) out += (out.empty() ? "" : " ") + shell_quote(arg);
-  return out;
-}
-
-// Once a rank has written why the job is doomed (RANKTIME_STATUS_FILE), mpirun normally ends the
-// job within seconds (the ranks call MPI_Abort). It cannot when a host stopped answering: its
-// order to that host's daemon waits in a TCP retransmission for up to 15 minutes
-// (docs/reliability.md). Past this grace ranktime run stops mpirun itself, and kills it past the
-// second.
-constexpr auto kDoomedGrace = std::chrono::seconds(15);
-constexpr auto kStopGrace = std::chrono::seconds(5);
-
-bool file_has_text(const std::string& path) {
-  std::error_code ec;
-  return !path.empty() && fs::file_size(path, ec) > 0 && !ec;
-}
-
-int spawn_and_wait(const MpirunPlan& plan, bool verbose, const std::string& status_file) {
-  // mpirun's environment: ours, with the plan's variables set (replacing ours).
-  std::set<std::string> replaced;
-  for (const auto& [name, value] : plan.env) replaced.insert(name);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string entry = *e;
-    if (replaced.count(entry.substr(0, entry.find('='))) == 0) env_strings.push_back(entry);
-  }
-  for (const auto& [name, value] : plan.env) env_strings.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = plan.argv;
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
-  if (verbose) std::cerr << "ranktime run: " << join_command(plan.argv) << "\n";
-  install_forwarding();
-  pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
-  if (rc != 0) {
-    std::cerr << "ranktime run: cannot start " << plan.argv[0] << ": " << std::strerror(rc) << "\n";
-    return 2;
-  }
-  g_child = pid;
-  if (g_pending_signal != 0) ::kill(pid, g_pending_signal);
-  int status = 0;
-  std::optional<std::chrono::steady_clock::time_point> doomed_at;
-  int stop_signal = 0;
-  for (;;) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) {
-      std::cerr << "ranktime run: waitpid: " << std::strerror(errno) << "\n";
-      return 1;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (!doomed_at && file_has_text(status_file)) doomed_at = now;
-    if (doomed_at && stop_signal == 0 && now - *doomed_at > kDoomedGrace) {
-      std::cerr << "ranktime run: mpirun has not ended " << kDoomedGrace.count()
-                << " s after the job was aborted (a host that stopped answering?): stopping it\n";
-      stop_signal = SIGTERM;
-      ::kill(pid, SIGTERM);
-    } else if (stop_signal == SIGTERM && now - *doomed_at > kDoomedGrace + kStopGrace) {
-      stop_signal = SIGKILL;
-      ::kill(pid, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  g_child = 0;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
 }  // namespace
 
 std::string shell_quote(const std::string& arg) {
@@ -455,6 +348,7 @@ CLI::App* add_run_command(CLI::App& app, RunCommandOptions* o) {
       ->allow_extra_args(false);
   cmd->add_flag("--dry-run", o->dry_run, "print the mpirun command and environment, run nothing");
   cmd->add_flag("--verbose", o->verbose, "print the mpirun command before running it");
+  add_elastic_flags(cmd, &o->elastic);
   cmd->add_option("command", o->command, "PROGRAM ARGS... (after --)");
   return cmd;
 }
@@ -495,6 +389,9 @@ int run_run(RunCommandOptions& o) {
       if (!ok) throw InputError{"--network-interface '" + nic + "': not an interface name"};
     }
     if (!o.output_filename.empty()) o.output_filename = absolute_path(o.output_filename);
+    if (const std::string problem = check_elastic_options(o); !problem.empty()) {
+      throw InputError{problem};
+    }
     if (o.command.empty()) {
       throw InputError{"no program to run: ranktime run -np N [options] -- PROGRAM ARGS..."};
     }
@@ -525,6 +422,7 @@ int run_run(RunCommandOptions& o) {
   long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
   host.local_slots = cores > 0 ? static_cast<int>(cores) : 1;
   if (!o.hostfile.empty()) host.hostfile_hosts = count_hostfile_hosts(o.hostfile);
+  if (o.elastic.enabled()) return run_elastic(o, mpirun, timeline_path, host);
   MpirunPlan plan = plan_mpirun(o, mpirun, timeline_path, host);
 
   if (o.dry_run) {
@@ -537,27 +435,9 @@ int run_run(RunCommandOptions& o) {
     std::cout << "# command\n" << join_command(plan.argv) << "\n";
     return 0;
   }
-  // A doomed job's first rank to give up writes why into this file before the job is aborted
-  // (RANKTIME_STATUS_FILE): mpirun's own message only says that a rank called MPI_Abort.
-  std::string dir_template = (fs::temp_directory_path() / "ranktime-run-XXXXXX").string();
-  const bool have_dir = ::mkdtemp(dir_template.data()) != nullptr;
-  const std::string status_file = have_dir ? dir_template + "/status" : "";
-  if (have_dir) {
-    plan.argv.insert(plan.argv.end() - static_cast<std::ptrdiff_t>(o.command.size()),
-                     {"-x", "RANKTIME_STATUS_FILE=" + status_file});
-  }
-  const int rc = spawn_and_wait(plan, o.verbose, status_file);
-  if (have_dir) {
-    std::ifstream in(status_file);
-    std::string reason;
-    if (rc != 0 && std::getline(in, reason)) {
-      std::cerr << "ranktime run: the job was aborted (exit status " << rc << "): " << reason
-                << "\n";
-    }
-    std::error_code ec;
-    fs::remove_all(dir_template, ec);
-  }
-  return rc;
+  JobRun run;
+  run.verbose = o.verbose;
+  return run_mpirun_job(std::move(plan), o.command.size(), run).status;
 }
 
 }  // namespace ranktime::cli

@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "elastic.h"
+
 namespace ranktime::cli {
 
 struct RunCommandOptions {
@@ -27,6 +29,7 @@ struct RunCommandOptions {
   bool dry_run = false;
   bool verbose = false;
   std::vector<std::string> command;  // PROGRAM ARGS...
+  ElasticOptions elastic;            // --min-np, --max-np, --host-discovery-script, ...
 };
 
 // What the machine looks like, for the plan (passed in so tests see fixed values).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "attempts.h"
 #include "cause_tables.h"
 #include "ranktime/timeline/trace_analysis.h"
 #include "report_table.h"
@@ -162,8 +163,18 @@ int run_summary(const SummaryCommandOptions& o) {
   input.command = "ranktime summary";
   input.progress = o.progress;
   input.progress_every_bytes = static_cast<uint64_t>(o.progress_every_mb * 1024 * 1024);
-  const std::vector<std::string> paths = expand_trace_args(input, o.paths);
+  std::vector<std::string> paths = expand_trace_args(input, o.paths);
   if (paths.empty()) return 2;
+  // An elastic job's attempts: the restarts between them, then the last attempt's tables.
+  std::vector<Attempt> attempts;
+  if (const auto groups = split_attempts(paths); groups.size() > 1) {
+    std::string error;
+    if (!read_attempts(groups, &attempts, &error)) {
+      std::cerr << "ranktime summary: " << error << "\n";
+      return 2;
+    }
+    paths = groups.back();
+  }
   AnalysedRun run;
   if (int status = analyse_run(input, paths, std::move(options), &run); status != 0) {
     return status;
@@ -220,6 +231,10 @@ int run_summary(const SummaryCommandOptions& o) {
     out["summary_line"] = slowest_line(s);
     out["waiting_line"] = waiting_line(s);
     out["cause_line"] = cause.empty() ? nlohmann::json() : nlohmann::json(cause);
+    if (!attempts.empty()) {
+      out["attempts"] = attempts_json(attempts);
+      out["restarts"] = restart_lines(attempts);
+    }
     out["causes"] = causes_json(causes, o.top_k);
     if (wants_steps(o)) {
       out["steps_from"] = s.steps_from_marks ? "marks" : "negotiation order";
@@ -240,7 +255,13 @@ int run_summary(const SummaryCommandOptions& o) {
   }
   if (o.table.empty()) {
     // The cost first, then the cause (when the trace has regions) and how well the replay did;
-    // then the run, the slowest rank and the waiting; notes follow.
+    // then the run, the slowest rank and the waiting; notes follow. An elastic job's restarts
+    // come before all that, which is about its last attempt.
+    if (!attempts.empty()) {
+      std::cout << "attempts: " << attempts.size() << " (the figures below are attempt "
+                << attempts.back().number << "'s)\n";
+      for (const auto& line : restart_lines(attempts)) std::cout << line << "\n";
+    }
     std::cout << cost_line(s) << "\n";
     if (!cause.empty()) std::cout << cause << "\n";
     std::cout << replay_line(s) << "\n";

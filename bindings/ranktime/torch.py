@@ -35,6 +35,7 @@ from ._sync_batch_norm import SyncBatchNorm
 from ._torch_ops import (Adasum, Average, Compression, _resolve_op, broadcast_object,
                          global_process_set)
 from . import barrier, init, join, shutdown
+from . import _elastic as elastic  # hvd.elastic: run, TorchState, ElasticSampler, ...
 
 HorovodInternalError = RanktimeError  # Horovod's name for a failed collective
 
@@ -46,7 +47,7 @@ __all__ = _torch_ops.__all__ + [
     "stop_timeline", "instrument", "profile",
     "RanktimeError", "HorovodInternalError", "NameInFlightError", "InvalidArgumentError",
     "mpi_built", "mpi_enabled", "gloo_built", "gloo_enabled", "ccl_built", "ddl_built",
-    "rocm_built", "nccl_built",
+    "rocm_built", "nccl_built", "elastic",
 ]
 
 

@@ -86,6 +86,9 @@ struct Config {
   int64_t timeline_on_alert;
   bool stall_check_disable;
   double start_timeout_s;
+  int64_t elastic_attempt;
+  std::string elastic_restart_reason;
+  std::string elastic_dir;
 
   // Not settings: what parse_config() noticed (a Horovod variable that ours overrode), for init()
   // to log.

@@ -337,6 +337,16 @@ std::vector<Setting> make_settings() {
           .at_least(0, "seconds >= 0")
           .horovod("HOROVOD_START_TIMEOUT")
           .run_flag("--start-timeout", F::kValue),
+      // Set by `ranktime run --host-discovery-script` for each attempt of an elastic job
+      // (launcher/elastic.cc). They reach each attempt's trace in its run metadata's config: which
+      // attempt it is and why the job restarted (ranktime summary puts the attempts in a row).
+      Setting("RANKTIME_ELASTIC_ATTEMPT", &Config::elastic_attempt, "0",
+              "elastic jobs: this attempt's number (0 the first, then one per restart)")
+          .at_least(0, "an attempt number >= 0"),
+      Setting("RANKTIME_ELASTIC_RESTART_REASON", &Config::elastic_restart_reason, "",
+              "elastic jobs: why the previous attempt ended (the lost host, mpirun's words)"),
+      Setting("RANKTIME_ELASTIC_DIR", &Config::elastic_dir, "",
+              "elastic jobs: where each host keeps ranktime.elastic's newest commit (Python)"),
   };
 }
 
