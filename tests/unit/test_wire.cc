@@ -61,6 +61,7 @@ void expect_same(const ResponseList& a, const ResponseList& b) {
   EXPECT_EQ(a.shutdown, b.shutdown);
   EXPECT_EQ(a.shutdown_reason, b.shutdown_reason);
   EXPECT_EQ(a.fatal, b.fatal);
+  EXPECT_EQ(a.stall, b.stall);
   EXPECT_EQ(a.cache_evicted, b.cache_evicted);
   EXPECT_EQ(a.lane_ranks, b.lane_ranks);
 }
@@ -192,6 +193,7 @@ ResponseList rich_response_list() {
   l.shutdown = true;
   l.shutdown_reason = "rank 3 called shutdown()";
   l.fatal = true;
+  l.stall = true;
   Response fused;
   fused.op = OpType::kAllreduce;
   fused.reduce_op = ReduceOp::kAverage;

@@ -50,11 +50,12 @@ std::unique_ptr<Runtime> take_runtime() {
 
 // A process that exits without shutdown() still tells the other ranks (their pending operations
 // fail with a message saying so instead of hanging), and finalises MPI if ranktime started it.
-// A doomed job never finalises (MPI_Finalize would wait for the rank given up on): the process
-// waits for the abort that ends the job, whoever initialised MPI.
+// A doomed job finalises only if every rank reached its exit (after a stall shutdown; otherwise
+// MPI_Finalize would wait for the rank given up on): else the process waits for the abort that
+// ends the job, whoever initialised MPI.
 void shutdown_at_exit() {
   retire(take_runtime(), "exited without calling ranktime::shutdown()");
-  if (job_doomed()) await_job_abort();
+  if (job_doomed()) end_doomed_job();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (g_we_initialized_mpi && !finalized) MPI_Finalize();

@@ -122,8 +122,11 @@ struct ResponseList {
   int64_t cycle = 0;
   bool shutdown = false;
   // The shutdown involves a rank that may never answer again (a stall, a lost peer): the job
-  // is doomed and ends by abort, never by a collective finalisation (runtime/job_abort.h).
+  // is doomed and ends by abort, not by a collective finalisation, unless after a stall every
+  // rank reaches its exit in time (backends/mpi/job_abort.h).
   bool fatal = false;
+  // ... because of a stall: the ranks are alive, so a doomed exit waits for them (job_abort.h).
+  bool stall = false;
   std::string shutdown_reason;
   // Cache ids rank 0 dropped (capacity), applied after the responses' cache_ids.
   std::vector<uint32_t> cache_evicted;

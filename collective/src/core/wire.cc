@@ -222,7 +222,7 @@ void encode(const ResponseList& l, std::vector<uint8_t>* out) {
   w.pod(kResponseMagic);
   w.pod(l.sent_ns);
   w.pod(l.cycle);
-  w.pod(static_cast<uint8_t>((l.shutdown ? 1 : 0) | (l.fatal ? 2 : 0)));
+  w.pod(static_cast<uint8_t>((l.shutdown ? 1 : 0) | (l.fatal ? 2 : 0) | (l.stall ? 4 : 0)));
   w.str(l.shutdown_reason, kMaxErrorBytes);
   w.pod(static_cast<uint32_t>(l.responses.size()));
   for (const Response& s : l.responses) {
@@ -251,6 +251,7 @@ ResponseList decode_response_list(const uint8_t* data, size_t size) {
   const auto shutdown_flags = r.pod<uint8_t>("shutdown");
   l.shutdown = shutdown_flags & 1;
   l.fatal = shutdown_flags & 2;
+  l.stall = shutdown_flags & 4;
   l.shutdown_reason = r.str(kMaxErrorBytes, "shutdown_reason");
   uint32_t n = r.count("response count", 12 + 4 + 4 + 4 + 4 + 2 + 2 + 4 + 4);
   l.responses.resize(n);

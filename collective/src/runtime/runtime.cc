@@ -329,7 +329,7 @@ bool Runtime::coordinator_step() {
               timeline_.get());
   if (inspector_->due(now) && busy()) {
     if (auto reason = inspector_->inspect(now, *coordinator_, timeline_.get())) {
-      request_shutdown_everywhere(0, std::move(*reason), /*fatal=*/true);
+      request_shutdown_everywhere(0, std::move(*reason), /*fatal=*/true, /*stall=*/true);
     }
   }
   const bool shutdown_now = shutdown_from_ >= 0;
@@ -340,6 +340,7 @@ bool Runtime::coordinator_step() {
   list.shutdown = shutdown_now;
   list.shutdown_reason = shutdown_reason_;
   list.fatal = shutdown_fatal_;
+  list.stall = shutdown_stall_;
   list.cache_evicted = coordinator_->take_evicted();
   list.lane_ranks = inspector_->take_lane_change();
   timeline_->cycle(cycle_, now);
@@ -348,16 +349,20 @@ bool Runtime::coordinator_step() {
   return true;
 }
 
-void Runtime::request_shutdown_everywhere(int from_rank, std::string reason, bool fatal) {
+void Runtime::request_shutdown_everywhere(int from_rank, std::string reason, bool fatal,
+                                          bool stall) {
   if (shutdown_from_ >= 0) return;  // the first reason stands
   shutdown_from_ = from_rank;
   shutdown_reason_ = std::move(reason);
   shutdown_fatal_ = fatal;
+  shutdown_stall_ = stall;
 }
 
-void Runtime::doom(const std::string& reason) {
+void Runtime::doom(const std::string& reason, bool stall) {
   if (doomed_.exchange(true)) return;
-  world_->doom(reason);
+  world_->doom(reason, stall ? std::chrono::milliseconds(
+                                   static_cast<int64_t>(config_.stall_shutdown_s * 1000))
+                             : std::chrono::milliseconds(0));
 }
 
 void Runtime::tend_peers() {

@@ -139,10 +139,13 @@ class Runtime {
   std::vector<Request> take_submitted();
   // Heartbeats and silent peers (RANKTIME_PEER_TIMEOUT_S).
   void tend_peers();
-  // `fatal`: the reason involves a rank that may never answer (see ResponseList::fatal).
-  void request_shutdown_everywhere(int from_rank, std::string reason, bool fatal = false);
-  // Any thread: gives up on the job (World::doom), once.
-  void doom(const std::string& reason);
+  // `fatal`: the reason involves a rank that may never answer (see ResponseList::fatal);
+  // `stall`: ... because it stalled (ResponseList::stall).
+  void request_shutdown_everywhere(int from_rank, std::string reason, bool fatal = false,
+                                   bool stall = false);
+  // Any thread: gives up on the job (World::doom), once. `stall`: the ranks are alive, so the
+  // abort waits RANKTIME_STALL_SHUTDOWN_S longer for every rank to reach its exit.
+  void doom(const std::string& reason, bool stall = false);
   // From the watchdog thread: the collective the background thread is in will not return.
   void on_hang(const std::string& reason, int64_t now_ns);
   timeline::RunMetadata run_metadata(bool mark_cycles) const;
@@ -194,6 +197,7 @@ class Runtime {
   int shutdown_from_ = -1;                             // rank 0: first rank that asked to shut down
   std::string shutdown_reason_;                        // rank 0: why (sent with the shutdown)
   bool shutdown_fatal_ = false;                        // rank 0: the shutdown dooms the job
+  bool shutdown_stall_ = false;                        // rank 0: ... because of a stall
   bool shutdown_announced_ = false;  // this rank told rank 0 (or, on rank 0, everyone)
   int64_t cycle_ = 0;
   std::vector<Negotiation> negotiations_;

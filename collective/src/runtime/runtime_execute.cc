@@ -65,7 +65,7 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
     timeline_->stop();
   }
   finished_ = true;
-  if (list.fatal) doom(list.shutdown_reason);  // after rank 0's timeline is closed
+  if (list.fatal) doom(list.shutdown_reason, list.stall);  // after rank 0's timeline is closed
 }
 
 void Runtime::execute_control(const Response& response, const std::vector<TensorEntry*>& entries) {

@@ -3,6 +3,7 @@
 // (backends/mpi/mpi_world.h); threads of one process in the in-process protocol tests.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,9 +50,11 @@ class World {
   // One runtime per process reacts to SIGINT/SIGTERM (reports what was pending, fails it).
   virtual bool handles_signals() const = 0;
   // The runtime gave up because of another rank (a stall shutdown, a lost peer, a collective that
-  // never returned): the job cannot end by a collective finalisation. An MPI job is aborted after
-  // a grace period (backends/mpi/job_abort.h); called once, from any thread.
-  virtual void doom(const std::string& /*reason*/) {}
+  // never returned): the job cannot end by a collective finalisation unless every rank reaches
+  // its exit. An MPI job is aborted after a grace period, plus `exit_wait` for every rank to reach
+  // its exit (a stall: the ranks are alive), in which case it ends normally
+  // (backends/mpi/job_abort.h); called once, from any thread.
+  virtual void doom(const std::string& /*reason*/, std::chrono::milliseconds /*exit_wait*/) {}
 };
 
 }  // namespace ranktime

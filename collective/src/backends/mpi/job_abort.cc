@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "core/log.h"
@@ -17,7 +18,14 @@ namespace {
 // If MPI_Abort itself hangs (the runtime system lost the stuck rank too), the process still ends.
 constexpr std::chrono::seconds kAbortBackstop(10);
 
-std::atomic<bool> g_doomed{false};
+// kDoomed: the abort comes at the end of the grace; kEnded: every rank reached its exit first;
+// kAborting: the grace ran out.
+enum JobState : int { kAlive, kDoomed, kEnded, kAborting };
+std::atomic<int> g_state{kAlive};
+std::mutex g_doom_mutex;               // makes the first doom_job() the only one
+MPI_Comm g_exit_comm = MPI_COMM_NULL;  // written once, before g_state leaves kAlive
+// How often a doomed process at its exit looks whether every rank got there.
+constexpr std::chrono::milliseconds kExitPoll(1);
 
 void write_status(int rank, const std::string& reason, const std::string& path) {
   if (path.empty()) return;
@@ -43,21 +51,44 @@ void write_status(int rank, const std::string& reason, const std::string& path) 
 }  // namespace
 
 void doom_job(int rank, const std::string& reason, std::chrono::milliseconds grace,
-              const std::string& status_file) {
-  if (g_doomed.exchange(true)) return;
+              const std::string& status_file, MPI_Comm exit_comm) {
+  {
+    std::lock_guard<std::mutex> lock(g_doom_mutex);
+    if (g_state.load() != kAlive) return;
+    g_exit_comm = exit_comm;
+    g_state.store(kDoomed);
+  }
   write_status(rank, reason, status_file);
-  RANKTIME_LOG(kError, "the job cannot end normally (" << reason << "); aborting it in "
-                                                       << grace.count() << " ms");
+  RANKTIME_LOG(kError, "the job cannot end normally ("
+                           << reason << "); aborting it in " << grace.count() << " ms"
+                           << (exit_comm == MPI_COMM_NULL ? ""
+                                                          : " unless every rank reaches its "
+                                                            "exit first"));
   std::thread([grace] {
     std::this_thread::sleep_for(grace);
-    abort_job();
+    int expected = kDoomed;
+    if (g_state.compare_exchange_strong(expected, kAborting)) abort_job();
   }).detach();
 }
 
-bool job_doomed() { return g_doomed; }
+bool job_doomed() { return g_state.load() != kAlive; }
 
-void await_job_abort() {
-  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+void end_doomed_job() {
+  if (g_state.load() == kEnded) return;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (g_exit_comm != MPI_COMM_NULL && MPI_Ibarrier(g_exit_comm, &request) == MPI_SUCCESS) {
+    int done = 0;
+    while (!done && g_state.load() == kDoomed) {
+      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      if (!done) std::this_thread::sleep_for(kExitPoll);
+    }
+    int expected = kDoomed;
+    if (done && g_state.compare_exchange_strong(expected, kEnded)) {
+      RANKTIME_LOG(kInfo, "every rank reached its exit: the job ends normally");
+      return;
+    }
+  }
+  while (true) std::this_thread::sleep_for(std::chrono::seconds(1));  // the abort ends it
 }
 
 }  // namespace ranktime

@@ -24,6 +24,7 @@ constexpr std::chrono::milliseconds kAbortGrace(4000);
 MpiWorld::MpiWorld(std::string status_file) : status_file_(std::move(status_file)) {
   MPI_Comm_dup(MPI_COMM_WORLD, &control_);
   MPI_Comm_dup(MPI_COMM_WORLD, &data_);
+  MPI_Comm_dup(MPI_COMM_WORLD, &exit_);
   hosts_ = std::make_shared<const HostGroups>(control_);
   Placement& p = placement_;
   MPI_Comm_rank(control_, &p.rank);
@@ -45,6 +46,7 @@ MpiWorld::~MpiWorld() {
   if (finalized) return;
   MPI_Comm_free(&control_);
   MPI_Comm_free(&data_);
+  MPI_Comm_free(&exit_);
 }
 
 std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config& config) {
@@ -85,9 +87,10 @@ std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Conf
   return make_device_backend(data_, clock, config, std::move(wake));
 }
 
-void MpiWorld::doom(const std::string& reason) {
-  doom_job(placement_.rank, reason, placement_.rank == 0 ? kRank0AbortGrace : kAbortGrace,
-           status_file_);
+void MpiWorld::doom(const std::string& reason, std::chrono::milliseconds exit_wait) {
+  doom_job(placement_.rank, reason,
+           (placement_.rank == 0 ? kRank0AbortGrace : kAbortGrace) + exit_wait, status_file_,
+           exit_wait.count() > 0 ? exit_ : MPI_COMM_NULL);
 }
 
 std::string MpiWorld::check_device(int device) const { return ranktime::check_device(device); }

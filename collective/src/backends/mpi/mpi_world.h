@@ -33,11 +33,12 @@ class MpiWorld final : public World {
                                                const Clock* clock, const Config& config) override;
   std::string check_device(int device) const override;
   bool handles_signals() const override { return true; }
-  void doom(const std::string& reason) override;
+  void doom(const std::string& reason, std::chrono::milliseconds exit_wait) override;
 
  private:
   MPI_Comm control_ = MPI_COMM_NULL;         // negotiation messages
   MPI_Comm data_ = MPI_COMM_NULL;            // the collectives themselves
+  MPI_Comm exit_ = MPI_COMM_NULL;            // a doomed job's exit barrier (job_abort.h)
   std::shared_ptr<const HostGroups> hosts_;  // placement on the hosts; the host-aware allreduce
   Placement placement_;
   std::unique_ptr<MpiChannel> channel_;
