@@ -6,14 +6,14 @@
 #include <map>
 #include <regex>
 
+#include "ranktime/timeline/trace_names.h"
 #include "ranktime/timeline/trace_reader.h"
 
 namespace ranktime::cli {
 namespace {
 
-// Rank 0's STEP slices are on pid 0, thread 1; its regions on pid 1000000000, thread 1
-// (docs/timeline-format.md).
-constexpr int64_t kRank0RegionsPid = 1000000000;
+// Rank 0's STEP slices are on pid 0, thread 1; its regions in its own process (trace_names.h).
+constexpr int64_t kRank0RegionsPid = timeline::rank_process_pid(0);
 constexpr const char* kCommitRegion = "elastic.commit";
 
 std::string seconds(double s) {
@@ -64,8 +64,10 @@ bool read_attempts(const std::vector<std::vector<std::string>>& groups,
         } else if (e.phase() == 'X' && e.pid == 0 && e.tid == 1 && e.name == "STEP") {
           if (first_step_us < 0 || e.ts < first_step_us) first_step_us = e.ts;
           step_ends_us.push_back(e.ts + e.dur);
-        } else if (e.phase() == 'X' && e.pid == kRank0RegionsPid && e.name == kCommitRegion) {
-          last_commit_us = std::max(last_commit_us, e.ts + e.dur);
+        } else if (e.pid == kRank0RegionsPid && e.tid == timeline::kRegionsThreadTid &&
+                   e.name == kCommitRegion) {
+          // The reader hands a region's complete slice on as a B and an E (trace_reader.h).
+          if (e.phase() == 'E') last_commit_us = std::max(last_commit_us, e.ts);
         }
         return true;
       });
