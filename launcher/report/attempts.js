@@ -6,8 +6,8 @@ function drawAttempts(data, h) {
   const a = data.attempts;
   const attempts = a.attempts, restarts = a.restarts;
   const out = h.section('attempts', 'Attempts of the elastic job');
-  out.appendChild(h.el('p', {class: 'note'}, 'Each attempt of the job on the first one\'s clock, from its ' +
-      'start to its last event: grey until its first step, orange after its last commit (the ' +
+  out.appendChild(h.el('p', {class: 'note'}, 'Each attempt of the job on the first one\'s ' +
+      'clock, from its start to its last event: grey until its first step, orange after its last commit (the ' +
       'work the next attempt redid), red the restart (the last event to the next attempt\'s ' +
       'first step). The figures further down are attempt ' +
       attempts[attempts.length - 1].attempt + '\'s, the last.'));

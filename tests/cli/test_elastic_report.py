@@ -116,6 +116,7 @@ def test_report_shows_the_attempts_before_the_last_ones_figures(cli, tmp_path, b
     # The hostile host and reason are text: nothing they carry ran or became an element.
     assert browser.evaluate("document.body.dataset.pwned === undefined")
     assert browser.evaluate("document.title") == "ranktime report: t.attempt1.json"
-    assert browser.evaluate("document.querySelectorAll('iframe, img, script:not([id])').length") == 1
+    assert browser.evaluate(
+        "document.querySelectorAll('iframe, img, script:not([id])').length") == 1
     text = browser.evaluate("document.body.innerText")
     assert HOSTILE_HOST in text and REASON in text
