@@ -2,18 +2,19 @@
 #include "attempts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <regex>
 
+#include "ranktime/timeline/trace_names.h"
 #include "ranktime/timeline/trace_reader.h"
 
 namespace ranktime::cli {
 namespace {
 
-// Rank 0's STEP slices are on pid 0, thread 1; its regions on pid 1000000000, thread 1
-// (docs/timeline-format.md).
-constexpr int64_t kRank0RegionsPid = 1000000000;
+// Rank 0's STEP slices are on pid 0, thread 1; its regions in its own process (trace_names.h).
+constexpr int64_t kRank0RegionsPid = timeline::rank_process_pid(0);
 constexpr const char* kCommitRegion = "elastic.commit";
 
 std::string seconds(double s) {
@@ -64,8 +65,10 @@ bool read_attempts(const std::vector<std::vector<std::string>>& groups,
         } else if (e.phase() == 'X' && e.pid == 0 && e.tid == 1 && e.name == "STEP") {
           if (first_step_us < 0 || e.ts < first_step_us) first_step_us = e.ts;
           step_ends_us.push_back(e.ts + e.dur);
-        } else if (e.phase() == 'X' && e.pid == kRank0RegionsPid && e.name == kCommitRegion) {
-          last_commit_us = std::max(last_commit_us, e.ts + e.dur);
+        } else if (e.pid == kRank0RegionsPid && e.tid == timeline::kRegionsThreadTid &&
+                   e.name == kCommitRegion) {
+          // The reader hands a region's complete slice on as a B and an E (trace_reader.h).
+          if (e.phase() == 'E') last_commit_us = std::max(last_commit_us, e.ts);
         }
         return true;
       });
@@ -93,34 +96,60 @@ bool read_attempts(const std::vector<std::vector<std::string>>& groups,
   return true;
 }
 
-std::vector<std::string> restart_lines(const std::vector<Attempt>& attempts) {
-  std::vector<std::string> lines;
+bool read_elastic_set(std::vector<std::string>* paths, std::vector<Attempt>* attempts,
+                      std::string* error) {
+  const auto groups = split_attempts(*paths);
+  if (groups.size() < 2) return true;
+  if (!read_attempts(groups, attempts, error)) return false;
+  *paths = groups.back();
+  return true;
+}
+
+std::vector<Restart> restarts_of(const std::vector<Attempt>& attempts) {
+  std::vector<Restart> restarts;
   for (size_t i = 1; i < attempts.size(); ++i) {
     const Attempt& before = attempts[i - 1];
     const Attempt& after = attempts[i];
-    std::vector<std::string> lost;
+    Restart r;
+    r.before = before.number;
+    r.after = after.number;
     for (const auto& h : before.hosts) {
       if (std::find(after.hosts.begin(), after.hosts.end(), h) == after.hosts.end())
-        lost.push_back(h);
+        r.lost_hosts.push_back(h);
     }
-    std::string line = "restart " + std::to_string(i) + " (attempt " +
-                       std::to_string(before.number) + " -> " + std::to_string(after.number) +
-                       "): ";
-    if (!lost.empty()) {
+    r.lost_at_s = before.end_s;
+    r.took_s = (after.first_step_s >= 0 ? after.first_step_s : after.end_s) - before.end_s;
+    r.committed = before.last_commit_s >= 0;
+    if (r.committed) {
+      r.steps_redone = before.steps_after_commit;
+      r.redone_s = before.end_s - before.last_commit_s;
+    }
+    r.reason = after.restart_reason;
+    restarts.push_back(std::move(r));
+  }
+  return restarts;
+}
+
+std::vector<std::string> restart_lines(const std::vector<Attempt>& attempts) {
+  std::vector<std::string> lines;
+  int n = 0;
+  for (const Restart& r : restarts_of(attempts)) {
+    const std::string before = std::to_string(r.before), after = std::to_string(r.after);
+    std::string line =
+        "restart " + std::to_string(++n) + " (attempt " + before + " -> " + after + "): ";
+    if (!r.lost_hosts.empty()) {
       line += "lost host";
-      for (size_t k = 0; k < lost.size(); ++k) line += (k == 0 ? " " : ", ") + lost[k];
-      line += " at " + seconds(before.end_s) + "; ";
+      for (size_t k = 0; k < r.lost_hosts.size(); ++k)
+        line += (k == 0 ? " " : ", ") + r.lost_hosts[k];
+      line += " at " + seconds(r.lost_at_s) + "; ";
     }
-    const double resumed = after.first_step_s >= 0 ? after.first_step_s : after.end_s;
-    line += "restart took " + seconds(resumed - before.end_s) + " (attempt " +
-            std::to_string(before.number) + "'s last event to attempt " +
-            std::to_string(after.number) + "'s first step)";
-    if (before.last_commit_s >= 0) {
-      line += "; " + std::to_string(before.steps_after_commit) + " step" +
-              (before.steps_after_commit == 1 ? "" : "s") + " and " +
-              seconds(before.end_s - before.last_commit_s) + " since the last commit redone";
+    line += "restart took " + seconds(r.took_s) + " (attempt " + before +
+            "'s last event to attempt " + after + "'s first step)";
+    if (r.committed) {
+      line += "; " + std::to_string(r.steps_redone) + " step" + (r.steps_redone == 1 ? "" : "s") +
+              " and " + seconds(r.redone_s) + " since the last commit redone";
     }
-    lines.push_back(line + "; reason: " + after.restart_reason);
+    lines.push_back(line + "; reason: " + r.reason);
   }
   return lines;
 }
@@ -139,6 +168,62 @@ nlohmann::json attempts_json(const std::vector<Attempt>& attempts) {
                    {"steps_after_commit", a.steps_after_commit}});
   }
   return out;
+}
+
+nlohmann::json restarts_json(const std::vector<Restart>& restarts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Restart& r : restarts) {
+    out.push_back({{"before", r.before},
+                   {"after", r.after},
+                   {"lost_hosts", r.lost_hosts},
+                   {"lost_at_s", r.lost_at_s},
+                   {"took_s", r.took_s},
+                   {"steps_redone", r.committed ? nlohmann::json(r.steps_redone) : nullptr},
+                   {"redone_s", r.committed ? nlohmann::json(r.redone_s) : nullptr},
+                   {"reason", r.reason}});
+  }
+  return out;
+}
+
+Table attempts_table(const std::vector<Attempt>& attempts) {
+  Table t{"attempts",
+          "attempts: each on the first one's clock; lost_hosts, steps_redone and redone_s (the "
+          "work after its last commit) and restart_s (to the next attempt's first step) say how "
+          "it ended",
+          {},
+          {},
+          "not an elastic job's attempts"};
+  t.columns = {{"attempt"},     {"start_s", 2},  {"end_s", 2},         {"hosts"},
+               {"reason"},      {"lost_hosts"},  {"last_commit_s", 2}, {"steps_redone"},
+               {"redone_s", 2}, {"restart_s", 2}};
+  const std::vector<Restart> restarts = restarts_of(attempts);
+  const double none = std::nan("");
+  auto joined = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
+    return text;
+  };
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const Attempt& a = attempts[i];
+    std::vector<Cell> row = {int64_t{a.number},
+                             a.start_s,
+                             a.end_s,
+                             joined(a.hosts),
+                             a.restart_reason,
+                             std::string(),
+                             a.last_commit_s >= 0 ? a.last_commit_s : none};
+    if (i < restarts.size()) {  // the restart after it
+      const Restart& r = restarts[i];
+      row[5] = joined(r.lost_hosts);
+      row.push_back(r.committed ? Cell(int64_t{r.steps_redone}) : Cell(none));
+      row.push_back(r.committed ? r.redone_s : none);
+      row.push_back(r.took_s);
+    } else {
+      row.insert(row.end(), {Cell(none), Cell(none), Cell(none)});
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
 }
 
 }  // namespace ranktime::cli

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report_table.h"
+
 namespace ranktime::cli {
 
 struct Attempt {
@@ -35,8 +37,32 @@ std::vector<std::vector<std::string>> split_attempts(const std::vector<std::stri
 bool read_attempts(const std::vector<std::vector<std::string>>& groups,
                    std::vector<Attempt>* attempts, std::string* error);
 
+// `summary` and `report` of an elastic job's set: when *paths hold several attempts, reads them
+// into *attempts and leaves in *paths the last attempt's files (the figures after are about it).
+// False (and *error) when an attempt cannot be read.
+bool read_elastic_set(std::vector<std::string>* paths, std::vector<Attempt>* attempts,
+                      std::string* error);
+
+// What ended one attempt and what the next one began with.
+struct Restart {
+  int before = 0;                       // the attempt that ended
+  int after = 0;                        // the one that restarted
+  std::vector<std::string> lost_hosts;  // before's hosts that after does not have
+  double lost_at_s = 0;                 // before's last event
+  double took_s = 0;                    // before's last event to after's first step (or its end)
+  bool committed = false;               // before made a commit (the next two are known)
+  int steps_redone = 0;                 // before's steps that ended after its last commit
+  double redone_s = 0;                  // before's last commit to its last event
+  std::string reason;                   // after's restart reason
+};
+std::vector<Restart> restarts_of(const std::vector<Attempt>& attempts);
+
 // One line per restart, for the text summary: "restart 1 (attempt 0 -> 1): lost host h2 at ...".
 std::vector<std::string> restart_lines(const std::vector<Attempt>& attempts);
 nlohmann::json attempts_json(const std::vector<Attempt>& attempts);
+nlohmann::json restarts_json(const std::vector<Restart>& restarts);
+// One row per attempt: when it ran, where, why it began, and how it ended (the hosts lost, the
+// work since its last commit that the next attempt redid, what the restart took).
+Table attempts_table(const std::vector<Attempt>& attempts);
 
 }  // namespace ranktime::cli

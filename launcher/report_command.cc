@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "attempts.h"
 #include "report_html.h"
 #include "summary_command.h"
 #include "trace_input.h"
@@ -40,8 +41,14 @@ int run_report(const ReportCommandOptions& o) {
       return 2;
     }
   }
-  const std::vector<std::string> paths = expand_trace_args(input, o.paths);
+  std::vector<std::string> paths = expand_trace_args(input, o.paths);
   if (paths.empty()) return 2;
+  // An elastic job's attempts: a section of their own, then the last attempt's figures.
+  std::vector<Attempt> attempts;
+  if (std::string error; !read_elastic_set(&paths, &attempts, &error)) {
+    std::cerr << "ranktime report: " << error << "\n";
+    return 2;
+  }
   timeline::SummaryOptions options;
   options.top_k = o.top_k;
   options.by_step = true;
@@ -57,6 +64,7 @@ int run_report(const ReportCommandOptions& o) {
   page.error = run.error;
   page.events = run.events;
   page.top_k = o.top_k;
+  page.attempts = &attempts;
   const std::string html = report_html(page);
   std::ofstream out(o.output, std::ios::binary | std::ios::trunc);
   out << html;

@@ -216,6 +216,14 @@ json report_data(const ReportInput& in) {
   data["phases_by_rank"] = phases_by_rank_json(s, ranks);
   data["causes"] =
       causes_view_json(in.causes != nullptr ? *in.causes : timeline::Causes(), in.top_k);
+  data["attempts"] = nullptr;
+  if (in.attempts != nullptr && !in.attempts->empty()) {
+    const std::vector<Attempt>& a = *in.attempts;
+    data["attempts"] = {{"attempts", attempts_json(a)},
+                        {"restarts", restarts_json(restarts_of(a))},
+                        {"lines", restart_lines(a)},
+                        {"table", to_json_columns(attempts_table(a))}};
+  }
   return data;
 }
 

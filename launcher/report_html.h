@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attempts.h"
 #include "ranktime/timeline/causes.h"
 #include "ranktime/timeline/trace_analysis.h"
 
@@ -20,6 +21,9 @@ struct ReportInput {
   std::string error;  // the first file's read error, if any
   uint64_t events = 0;
   size_t top_k = 10;
+  // An elastic job's attempts, on one time axis (the figures above are the last one's); may be
+  // null or empty.
+  const std::vector<Attempt>* attempts = nullptr;
 };
 
 // At most this many heat-map columns: more steps are grouped, so the page stays light.

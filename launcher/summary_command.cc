@@ -167,13 +167,9 @@ int run_summary(const SummaryCommandOptions& o) {
   if (paths.empty()) return 2;
   // An elastic job's attempts: the restarts between them, then the last attempt's tables.
   std::vector<Attempt> attempts;
-  if (const auto groups = split_attempts(paths); groups.size() > 1) {
-    std::string error;
-    if (!read_attempts(groups, &attempts, &error)) {
-      std::cerr << "ranktime summary: " << error << "\n";
-      return 2;
-    }
-    paths = groups.back();
+  if (std::string error; !read_elastic_set(&paths, &attempts, &error)) {
+    std::cerr << "ranktime summary: " << error << "\n";
+    return 2;
   }
   AnalysedRun run;
   if (int status = analyse_run(input, paths, std::move(options), &run); status != 0) {

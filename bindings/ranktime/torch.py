@@ -18,6 +18,7 @@ other torch.distributed calls on ranktime.
 """
 
 import contextlib
+import sys
 import warnings
 
 import torch
@@ -36,6 +37,10 @@ from ._torch_ops import (Adasum, Average, Compression, _resolve_op, broadcast_ob
                          global_process_set)
 from . import barrier, init, join, shutdown
 from . import _elastic as elastic  # hvd.elastic: run, TorchState, ElasticSampler, ...
+
+# `import ranktime.torch.elastic` and `from ranktime.torch.elastic import run` (Horovod's
+# horovod.torch.elastic) find it here, as `import os.path` finds posixpath: this is a module.
+sys.modules[__name__ + ".elastic"] = elastic
 
 HorovodInternalError = RanktimeError  # Horovod's name for a failed collective
 

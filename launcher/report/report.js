@@ -451,7 +451,9 @@
     return out;
   }
 
-  const parts = [...header(), cost(), verdict(), causes(), heatmap(), waits(), phases(),
+  // An elastic job's attempts (report/attempts.js) come before the last attempt's figures.
+  const elastic = data.attempts ? [drawAttempts(data, {el, svg, section, table, hover})] : [];
+  const parts = [...header(), ...elastic, cost(), verdict(), causes(), heatmap(), waits(), phases(),
     section('time', 'Where the time went', table(data.time)),
     section('top-tensors', 'Top tensors', el('h3', {}, 'By negotiation wait'),
             table(data.top_wait), el('h3', {}, 'By processing time'), table(data.top_processing)),

@@ -8,6 +8,7 @@ with elastic_train.py (hvd.elastic.run, TorchState, ElasticSampler, a commit eve
 - with --reset-limit 1, a second failure ends the job with a message that says so.
 Each attempt writes its own complete trace, whose run metadata says which attempt it is, on which
 hosts and why the job restarted."""
+import json
 import os
 import re
 import signal
@@ -119,22 +120,32 @@ def test_a_lost_host_the_job_finishes_on_the_others_with_the_same_weights(cluste
     assert attempt_metadata(tmp_path / "t.json") == ("0", ["h0", "h1", "h2"], "")
     attempt, hosts, reason = attempt_metadata(tmp_path / "t.attempt1.json")
     assert (attempt, hosts) == ("1", ["h0", "h1"]) and reason.startswith("lost host h2: "), reason
-    # `ranktime summary` of the set puts the attempts on one time axis: the lost host, when, and
-    # what the restart cost.
+    # `ranktime summary` of the set puts the attempts on one time axis: the lost host, when, what
+    # the restart cost, and the work since attempt 0's last commit (rank 0's elastic.commit).
     p = subprocess.run([CLI, "summary", str(tmp_path / "t*.json")], capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "attempts: 2 (the figures below are attempt 1's)" in p.stdout, p.stdout
     assert re.search(r"^restart 1 \(attempt 0 -> 1\): lost host h2 at \d+\.\d\d s; restart took "
-                     r"\d+\.\d\d s \(attempt 0's last event to attempt 1's first step\)(; \d+ steps? "
-                     r"and \d+\.\d\d s since the last commit redone)?; reason: lost host h2: ",
+                     r"\d+\.\d\d s \(attempt 0's last event to attempt 1's first step\); "
+                     r"\d+ steps? and \d+\.\d\d s since the last commit redone; "
+                     r"reason: lost host h2: ",
                      p.stdout, re.M), p.stdout
-    attempts = summary_json(tmp_path / "t*.json")["attempts"]
+    summary = summary_json(tmp_path / "t*.json")
+    attempts = summary["attempts"]
     assert [(a["attempt"], a["hosts"]) for a in attempts] == [(0, ["h0", "h1", "h2"]),
                                                              (1, ["h0", "h1"])], attempts
     first, second = attempts
     assert first["start_s"] == 0 and first["end_s"] <= second["start_s"] < second["first_step_s"]
-    assert first["last_commit_s"] <= first["end_s"], first  # -1: no commit region reached it
+    # Commits 1 to 3 at least were made before h2 was killed.
+    assert first["start_s"] < first["last_commit_s"] <= first["end_s"], first
+    # `ranktime report` of the set shows the same restarts, before attempt 1's figures.
+    page = tmp_path / "report.html"
+    p = subprocess.run([CLI, "report", str(tmp_path / "t*.json"), "-o", str(page)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    data = page.read_text().split('id="report-data">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(data)["attempts"]["lines"] == summary["restarts"]
 
 
 @pytest.mark.cluster(hosts=3, slots=1)
