@@ -8,6 +8,8 @@
 #include <regex>
 #include <sstream>
 
+#include "ranktime/timeline/trace_writer.h"
+
 namespace ranktime::cli {
 
 bool is_host_name(const std::string& name) {
@@ -137,14 +139,7 @@ std::vector<std::string> failed_hosts(const std::string& messages,
 }
 
 std::string attempt_trace_path(const std::string& path, int attempt) {
-  if (attempt == 0) return path;
-  const std::string tag = ".attempt" + std::to_string(attempt);
-  for (const std::string ext : {".json.gz", ".json"}) {
-    if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) {
-      return path.substr(0, path.size() - ext.size()) + tag + ext;
-    }
-  }
-  return path + tag;
+  return attempt == 0 ? path : timeline::tagged_path(path, "attempt" + std::to_string(attempt));
 }
 
 }  // namespace ranktime::cli

@@ -566,16 +566,19 @@ uint64_t TraceWriter::files_opened() const {
   return impl_->files_opened.load(std::memory_order_relaxed);
 }
 
-std::string rotated_path(const std::string& path, uint64_t index) {
-  if (index == 0) return path;
-  const std::string number = "." + std::to_string(index);
+std::string tagged_path(const std::string& path, std::string_view tag) {
+  const std::string dot_tag = "." + std::string(tag);
   for (std::string_view suffix : {".json.gz", ".json", ".gz"}) {
     if (ends_with(path, suffix) && path.size() > suffix.size() &&
         path[path.size() - suffix.size() - 1] != '/') {
-      return path.substr(0, path.size() - suffix.size()) + number + std::string(suffix);
+      return path.substr(0, path.size() - suffix.size()) + dot_tag + std::string(suffix);
     }
   }
-  return path + number;
+  return path + dot_tag;
+}
+
+std::string rotated_path(const std::string& path, uint64_t index) {
+  return index == 0 ? path : tagged_path(path, std::to_string(index));
 }
 
 namespace detail {

@@ -9,13 +9,7 @@
 namespace ranktime {
 
 std::string TimelineRecorder::alert_trace_path(const std::string& path, int n) {
-  const std::string tag = ".alert" + std::to_string(n);
-  for (const char* ext : {".json.gz", ".json", ".gz"}) {
-    const size_t len = std::char_traits<char>::length(ext);
-    if (path.size() > len && path.compare(path.size() - len, len, ext) == 0)
-      return path.substr(0, path.size() - len) + tag + ext;
-  }
-  return path + tag;
+  return timeline::tagged_path(path, "alert" + std::to_string(n));
 }
 
 void TimelineRecorder::write_alert_trace() {

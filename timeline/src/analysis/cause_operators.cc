@@ -42,24 +42,13 @@ void OperatorNesting::flush(const Closed& closed) {
   while (!stack_.empty()) close_top(closed);
 }
 
-uint32_t CauseOperators::Names::id(std::string_view name) {
-  auto [it, inserted] = ids.try_emplace(std::string(name), static_cast<uint32_t>(text.size()));
-  if (inserted) text.push_back(it->first);
-  return it->second;
-}
-
-const uint32_t* CauseOperators::Names::find(std::string_view name) const {
-  auto it = ids.find(std::string(name));
-  return it == ids.end() ? nullptr : &it->second;
-}
-
 void CauseOperators::add_region(int rank, int64_t step, std::string_view name, double begin_us,
                                 double end_us) {
   if (rank < 0 || rank >= kMaxRanks) return;
   Step& s = steps_[step];
   if (s.closed) return;  // CauseCollector gives open steps only
   if (s.regions.size() <= static_cast<size_t>(rank)) s.regions.resize(rank + 1);
-  s.regions[rank].push_back({begin_us, end_us, regions_.id(name)});
+  s.regions[rank].push_back({begin_us, end_us, regions_.intern(name)});
   if (closed_until_.size() <= static_cast<size_t>(rank)) closed_until_.resize(rank + 1, 0.0);
   closed_until_[rank] = std::max(closed_until_[rank], end_us);
   // Operators that came before this region closed (its E waits for its thread's next event).
@@ -75,7 +64,7 @@ void CauseOperators::add_operator(int rank, int64_t step, std::string_view name,
   if (profiled_.size() <= static_cast<size_t>(rank)) profiled_.resize(rank + 1, false);
   profiled_[rank] = true;
   if (step < 0 || own_us <= 0) return;
-  const uint32_t op = operators_.id(name);
+  const uint32_t op = operators_.intern(name);
   if (place(rank, step, op, begin_us, own_us)) return;
   // After every region of its rank closed so far: a region still open around it may close later.
   const bool after =
@@ -137,11 +126,11 @@ void CauseOperators::close_step(int64_t step, const std::vector<int>& late) {
 void CauseOperators::finish(std::vector<Cause>* causes) {
   for (Cause& c : *causes) {
     c.operators.clear();
-    const uint32_t* region = regions_.find(c.region);
-    if (region == nullptr || c.steps == 0) continue;
-    auto it = sums_.lower_bound({c.rank, *region, 0});
+    if (c.steps == 0) continue;
+    const uint32_t region = regions_.intern(c.region);  // new (no sums) if no operator had it
+    auto it = sums_.lower_bound({c.rank, region, 0});
     for (;
-         it != sums_.end() && std::get<0>(it->first) == c.rank && std::get<1>(it->first) == *region;
+         it != sums_.end() && std::get<0>(it->first) == c.rank && std::get<1>(it->first) == region;
          ++it) {
       const std::vector<double>& per_rank = it->second;
       auto own_of = [&](size_t r) { return r < per_rank.size() ? per_rank[r] : 0.0; };
@@ -152,7 +141,7 @@ void CauseOperators::finish(std::vector<Cause>* causes) {
       if (others.empty()) break;  // nobody to compare with
       const double excess = (own_of(static_cast<size_t>(c.rank)) - median_of(std::move(others))) /
                             static_cast<double>(c.steps);
-      if (excess > 0) c.operators.push_back({operators_.text[std::get<2>(it->first)], excess});
+      if (excess > 0) c.operators.push_back({operators_.lookup(std::get<2>(it->first)), excess});
     }
     std::sort(c.operators.begin(), c.operators.end(),
               [](const OperatorExcess& a, const OperatorExcess& b) {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "backends/mpi/request_wait.h"
 #include "core/log.h"
 
 namespace ranktime {
@@ -24,8 +25,6 @@ enum JobState : int { kAlive, kDoomed, kEnded, kAborting };
 std::atomic<int> g_state{kAlive};
 std::mutex g_doom_mutex;               // makes the first doom_job() the only one
 MPI_Comm g_exit_comm = MPI_COMM_NULL;  // written once, before g_state leaves kAlive
-// How often a doomed process at its exit looks whether every rank got there.
-constexpr std::chrono::milliseconds kExitPoll(1);
 
 void write_status(int rank, const std::string& reason, const std::string& path) {
   if (path.empty()) return;
@@ -75,18 +74,12 @@ bool job_doomed() { return g_state.load() != kAlive; }
 
 void end_doomed_job() {
   if (g_state.load() == kEnded) return;
-  MPI_Request request = MPI_REQUEST_NULL;
-  if (g_exit_comm != MPI_COMM_NULL && MPI_Ibarrier(g_exit_comm, &request) == MPI_SUCCESS) {
-    int done = 0;
-    while (!done && g_state.load() == kDoomed) {
-      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-      if (!done) std::this_thread::sleep_for(kExitPoll);
-    }
-    int expected = kDoomed;
-    if (done && g_state.compare_exchange_strong(expected, kEnded)) {
-      RANKTIME_LOG(kInfo, "every rank reached its exit: the job ends normally");
-      return;
-    }
+  // Waited for without holding a core; if the abort comes first, it ends this wait too.
+  int expected = kDoomed;
+  if (g_exit_comm != MPI_COMM_NULL && wait_for_all_ranks(g_exit_comm, {}) == MPI_SUCCESS &&
+      g_state.compare_exchange_strong(expected, kEnded)) {
+    RANKTIME_LOG(kInfo, "every rank reached its exit: the job ends normally");
+    return;
   }
   while (true) std::this_thread::sleep_for(std::chrono::seconds(1));  // the abort ends it
 }

@@ -11,8 +11,9 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
+
+#include "ranktime/timeline/string_table.h"
 
 namespace ranktime::timeline {
 
@@ -87,13 +88,6 @@ class CauseOperators {
     std::vector<std::vector<Region>> regions;  // by rank
     std::map<Key, double> open_us;             // by (rank, region, operator) while open
   };
-  // Names as small numbers: regions' and operators' text kept once.
-  struct Names {
-    uint32_t id(std::string_view name);
-    const uint32_t* find(std::string_view name) const;
-    std::unordered_map<std::string, uint32_t> ids;
-    std::vector<std::string> text;
-  };
   // An operator that waits for a region still open around it.
   struct Waiting {
     int rank = 0;
@@ -112,8 +106,8 @@ class CauseOperators {
   std::vector<bool> profiled_;        // by rank: any operator at all (the ranks compared)
   std::vector<double> closed_until_;  // by rank: the latest end of its regions so far
   std::vector<Waiting> waiting_;      // operators after every region of their rank so far
-  Names regions_;
-  Names operators_;
+  StringTable regions_;               // names as small numbers, their text kept once
+  StringTable operators_;
 };
 
 }  // namespace ranktime::timeline

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ranktime/timeline/record.h"
@@ -49,6 +50,9 @@ struct TraceWriterOptions {
   int gzip_level = 1;
 };
 
+// `path` with `.tag` before its extension (.json.gz, .json or .gz), or after it when it has
+// none: (t.json, alert1) -> t.alert1.json; the one naming rule of a run's other files.
+std::string tagged_path(const std::string& path, std::string_view tag);
 // The name of file `index` of a rotation of `path`: `path` itself for 0, else the number
 // before the extension: t.json -> t.1.json, t.json.gz -> t.1.json.gz, trace -> trace.1.
 std::string rotated_path(const std::string& path, uint64_t index);
