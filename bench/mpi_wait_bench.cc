@@ -82,8 +82,9 @@ int main(int argc, char** argv) {
        }},
       {"arrive+blocking",
        [&](float* p, int n) {
+         // Barrier always (direct=false): the crowded-host way, whatever the size.
          check(ranktime::once_all_arrived(
-                   comm, spin,
+                   comm, ranktime::RankWait(spin, /*direct=*/false), int64_t{n} * 4,
                    [&] { return MPI_Allreduce(MPI_IN_PLACE, p, n, MPI_FLOAT, MPI_SUM, comm); }),
                "once_all_arrived");
        }},

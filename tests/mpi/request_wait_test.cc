@@ -106,13 +106,48 @@ TEST_F(RequestWait, AllRanksReturnOnlyAfterTheLastOneArrivedWithoutSpinning) {
 }
 
 TEST_F(RequestWait, OnceAllArrivedRunsTheCallAfterwardsAndPassesItsResult) {
-  int sum = 0;
-  const int rc = once_all_arrived(comm_, spin_, [&] {
-    int one = 1;
-    return MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm_);
-  });
-  ASSERT_EQ(rc, MPI_SUCCESS);
-  EXPECT_EQ(sum, size_);
+  for (const bool direct : {false, true}) {
+    for (const int64_t bytes : {int64_t{4}, RankWait::kDirectMaxBytes + 1}) {
+      int sum = 0;
+      const int rc = once_all_arrived(comm_, RankWait(spin_, direct), bytes, [&] {
+        int one = 1;
+        return MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm_);
+      });
+      ASSERT_EQ(rc, MPI_SUCCESS);
+      EXPECT_EQ(sum, size_) << "direct " << direct << ", " << bytes << " bytes";
+    }
+  }
+}
+
+// Where small collectives may go at once, a small call starts before the last rank arrives and
+// a large one only after; without `direct`, neither starts before it.
+TEST_F(RequestWait, OnlySmallCallsSkipTheBarrierAndOnlyWhereAllowed) {
+  const int last = size_ - 1;
+  struct Case {
+    bool direct;
+    int64_t bytes;
+    bool starts_early;
+  };
+  for (const Case c : {Case{true, 4, true}, Case{true, RankWait::kDirectMaxBytes, true},
+                       Case{true, RankWait::kDirectMaxBytes + 1, false}, Case{false, 4, false}}) {
+    MPI_Barrier(comm_);
+    double arrived_s = 0;
+    if (rank_ == last) {
+      std::this_thread::sleep_for(milliseconds(100));
+      arrived_s = now_s();
+    }
+    double started_s = 0;
+    const int rc = once_all_arrived(comm_, RankWait(spin_, c.direct), c.bytes, [&] {
+      started_s = now_s();  // a local call: only the barrier (if any) waits for the others
+      return MPI_SUCCESS;
+    });
+    ASSERT_EQ(rc, MPI_SUCCESS);
+    MPI_Bcast(&arrived_s, 1, MPI_DOUBLE, last, comm_);
+    if (rank_ != last) {
+      EXPECT_EQ(started_s < arrived_s, c.starts_early)
+          << "rank " << rank_ << ", direct " << c.direct << ", " << c.bytes << " bytes";
+    }
+  }
 }
 
 TEST_F(RequestWait, ASpinLongerThanTheWaitStillReturns) {

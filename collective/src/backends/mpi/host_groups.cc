@@ -1,6 +1,8 @@
 // The job's hosts as communicators (see host_groups.h).
 #include "backends/mpi/host_groups.h"
 
+#include <thread>
+
 namespace ranktime {
 
 HostGroups::HostGroups(MPI_Comm comm) {
@@ -16,6 +18,9 @@ HostGroups::HostGroups(MPI_Comm comm) {
   // Every host has a first rank: among them, the cross group holds every host.
   hosts_ = cross_size_;
   MPI_Bcast(&hosts_, 1, MPI_INT, 0, host_);
+  int crowded = host_size_ > static_cast<int>(std::thread::hardware_concurrency()) ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &crowded, 1, MPI_INT, MPI_MAX, comm);
+  crowded_ = crowded != 0;
 }
 
 HostGroups::~HostGroups() {

@@ -24,6 +24,9 @@ class HostGroups {
   // one rank.
   bool worthwhile() const { return hosts_ > 1 && hosts_ < size_; }
   bool leader() const { return host_rank_ == 0; }
+  // Whether some host of the job runs more ranks than it has processors online (alike on every
+  // rank): there a rank polling in a blocking call takes the core a peer needs.
+  bool crowded() const { return crowded_; }
   MPI_Comm host() const { return host_; }  // this host's ranks; the leader is rank 0
   // One rank per host, on the leaders; null elsewhere.
   MPI_Comm leaders() const { return leader() ? cross_ : MPI_COMM_NULL; }
@@ -34,6 +37,7 @@ class HostGroups {
   int host_rank_ = 0, host_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
   int size_ = 1;
   int hosts_ = 1;
+  bool crowded_ = false;
 };
 
 }  // namespace ranktime

@@ -52,13 +52,13 @@ void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
 
 MpiBackend::MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes,
                        std::shared_ptr<const HostGroups> hosts, std::string test_fail_local,
-                       std::chrono::nanoseconds spin, bool owns_comm)
+                       RankWait wait, bool owns_comm)
     : InlineBackend(clock),
       comm_(comm),
       chunk_bytes_(chunk_bytes),
       test_fail_local_(std::move(test_fail_local)),
       hosts_(std::move(hosts)),
-      spin_(spin),
+      wait_(wait),
       owns_comm_(owns_comm) {
   MPI_Comm_size(comm_, &size_);
   MPI_Comm_rank(comm_, &rank_);
@@ -98,9 +98,10 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   const MPI_Op mpi_op = reduce.op;
   const size_t elem = dtype_size(dtype);
   const bool average = op == ReduceOp::kAverage;
-  // Every stage first waits for its ranks without spinning (request_wait.h).
+  const auto bytes = n * static_cast<int64_t>(elem);
+  // Every stage first waits for its ranks without spinning, unless small (request_wait.h).
   auto allreduce_over = [&](MPI_Comm comm) {
-    return once_all_arrived(comm, spin_, [&] {
+    return once_all_arrived(comm, wait_, bytes, [&] {
       return in_chunks(data, n, elem, [&](void* p, int count) {
         return MPI_Allreduce(MPI_IN_PLACE, p, count, type, mpi_op, comm);
       });
@@ -116,7 +117,7 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   // Host-aware: only the leaders' allreduce crosses hosts, once per host instead of once per rank.
   if (n == 0) return MPI_SUCCESS;
   const bool leader = hosts_->leader();
-  int rc = once_all_arrived(hosts_->host(), spin_, [&] {
+  int rc = once_all_arrived(hosts_->host(), wait_, bytes, [&] {
     return in_chunks(data, n, elem, [&](void* p, int count) {
       return MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, count, type, mpi_op, 0,
                         hosts_->host());
@@ -134,7 +135,7 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
     if (rc != MPI_SUCCESS) return rc;
   }
   // The others wait for their leader's allreduce across hosts here.
-  rc = once_all_arrived(hosts_->host(), spin_, [&] {
+  rc = once_all_arrived(hosts_->host(), wait_, bytes, [&] {
     return in_chunks(data, n, elem, [&](void* p, int count) {
       return MPI_Bcast(p, count, type, 0, hosts_->host());
     });
@@ -150,7 +151,7 @@ Status MpiBackend::run(const Response& response, const std::vector<TensorEntry*>
   const Status local = injected_local_fault(test_fail_local_, rank_, response);
   Status status = execute(response, entries, log);
   if (response.op == OpType::kBarrier) return status;
-  return agree_on_outcome(comm_, rank_, local.ok() ? status : local, response, spin_);
+  return agree_on_outcome(comm_, rank_, local.ok() ? status : local, response, wait_);
 }
 
 Status MpiBackend::execute(const Response& response, const std::vector<TensorEntry*>& entries,
@@ -236,7 +237,7 @@ Status MpiBackend::allgather(const Response& response, const std::vector<TensorE
   }
   if (entries.size() == 1) {
     const int64_t t0 = clock_->now_ns();
-    int rc = once_all_arrived(comm_, spin_, [&] {
+    int rc = once_all_arrived(comm_, wait_, offset, [&] {
       return MPI_Allgatherv(entries[0]->view.data, counts[rank_], MPI_BYTE,
                             entries[0]->handle->output.data(), counts.data(), displs.data(),
                             MPI_BYTE, comm_);
@@ -251,7 +252,7 @@ Status MpiBackend::allgather(const Response& response, const std::vector<TensorE
   pack(entries, mine);
   const int64_t t1 = clock_->now_ns();
   log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
-  int rc = once_all_arrived(comm_, spin_, [&] {
+  int rc = once_all_arrived(comm_, wait_, offset, [&] {
     return MPI_Allgatherv(mine, counts[rank_], MPI_BYTE, gathered, counts.data(), displs.data(),
                           MPI_BYTE, comm_);
   });
@@ -305,7 +306,8 @@ Status MpiBackend::reducescatter(const Response& response, const std::vector<Ten
   if (entries.size() == 1) {
     auto& output = entries[0]->handle->output;
     const int64_t t0 = clock_->now_ns();
-    int rc = once_all_arrived(comm_, spin_, [&] {
+    const auto bytes = entries[0]->view.num_bytes();
+    int rc = once_all_arrived(comm_, wait_, static_cast<int64_t>(bytes), [&] {
       return MPI_Reduce_scatter(entries[0]->view.data, output.data(), counts.data(), reduce.type,
                                 reduce.op, comm_);
     });
@@ -331,7 +333,7 @@ Status MpiBackend::reducescatter(const Response& response, const std::vector<Ten
   }
   const int64_t t1 = clock_->now_ns();
   log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
-  int rc = once_all_arrived(comm_, spin_, [&] {
+  int rc = once_all_arrived(comm_, wait_, static_cast<int64_t>(to - buffer), [&] {
     return MPI_Reduce_scatter(MPI_IN_PLACE, buffer, counts.data(), reduce.type, reduce.op, comm_);
   });
   if (rc == MPI_SUCCESS && average) divide_in_place(buffer, counts[rank_], dtype, size_);
@@ -355,7 +357,9 @@ Status MpiBackend::alltoall(const Response& response, TensorEntry* entry, PhaseL
   // Every rank learns how many rows each other rank sends it (the calls after this one find every
   // rank there).
   std::vector<int32_t> received(size_);
-  int rc = once_all_arrived(comm_, spin_, [&] {
+  // Sized by the counts (alike on every rank; the ranks' parts differ).
+  const auto count_bytes = static_cast<int64_t>(size_ * sizeof(int32_t));
+  int rc = once_all_arrived(comm_, wait_, count_bytes, [&] {
     return MPI_Alltoall(entry->splits.data(), 1, MPI_INT32_T, received.data(), 1, MPI_INT32_T,
                         comm_);
   });
@@ -401,7 +405,8 @@ Status MpiBackend::broadcast(const Response& response, const std::vector<TensorE
   const bool root = rank_ == response.root;
   auto bcast = [&](void* data, size_t bytes) {
     auto* p = static_cast<uint8_t*>(data);
-    return once_all_arrived(comm_, spin_, [&] {  // the others wait for the root's copy here
+    // The others wait for the root's copy here.
+    return once_all_arrived(comm_, wait_, static_cast<int64_t>(bytes), [&] {
       for (size_t done = 0; done < bytes; done += INT_MAX) {
         int count = static_cast<int>(std::min<size_t>(INT_MAX, bytes - done));
         int rc = MPI_Bcast(p + done, count, MPI_BYTE, response.root, comm_);

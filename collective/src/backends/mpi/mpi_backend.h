@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "backends/mpi/host_groups.h"
+#include "backends/mpi/request_wait.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/message.h"
@@ -26,11 +27,11 @@ class MpiBackend final : public InlineBackend {
   // Allreduces of more than `chunk_bytes` are split into calls of at most that size (0: never).
   // `hosts`: allreduce host-aware over these groups (every rank of comm must pass them, or
   // none); null: flat. `test_fail_local`: RANKTIME_TEST_FAIL_LOCAL (backends/mpi/outcome.h).
-  // `spin`: RANKTIME_SPIN_US, how each collective waits for the other ranks (request_wait.h).
+  // `wait`: how each collective waits for the other ranks (request_wait.h).
   // `owns_comm`: frees comm with the backend (a process set's).
   MpiBackend(MPI_Comm comm, const Clock* clock, int64_t chunk_bytes = Config{}.allreduce_chunk,
              std::shared_ptr<const HostGroups> hosts = nullptr, std::string test_fail_local = {},
-             std::chrono::nanoseconds spin = Config{}.spin(), bool owns_comm = false);
+             RankWait wait = Config{}.spin(), bool owns_comm = false);
   ~MpiBackend() override;
   MpiBackend(const MpiBackend&) = delete;
   MpiBackend& operator=(const MpiBackend&) = delete;
@@ -86,7 +87,7 @@ class MpiBackend final : public InlineBackend {
   // Custom ops for the 16-bit float types, indexed [dtype is bf16][ReduceOp].
   MPI_Op half_ops_[2][kNumReduceOps] = {};
   std::shared_ptr<const HostGroups> hosts_;  // set when allreducing host-aware
-  std::chrono::nanoseconds spin_;
+  RankWait wait_;
   std::vector<uint8_t> fusion_;
   std::vector<uint8_t> adasum_peer_;  // the partner's buffer at each Adasum level
   bool owns_comm_ = false;

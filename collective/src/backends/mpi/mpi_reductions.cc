@@ -106,7 +106,7 @@ int MpiBackend::adasum_in_place(void* data, const std::vector<int64_t>& counts, 
       if (rc != MPI_SUCCESS) MPI_Cancel(&requests[0]);
     }
     for (MPI_Request& request : requests) {
-      if (rc == MPI_SUCCESS) rc = wait_for(&request, spin_);
+      if (rc == MPI_SUCCESS) rc = wait_for(&request, wait_.spin);
     }
     const int64_t t1 = clock_->now_ns();
     log->add(Phase::kAdasumExchange, t0, t1);

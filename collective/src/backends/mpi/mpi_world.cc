@@ -49,6 +49,10 @@ MpiWorld::~MpiWorld() {
   MPI_Comm_free(&exit_);
 }
 
+RankWait MpiWorld::wait(const Config& config) const {
+  return RankWait(config.spin(), /*direct=*/!hosts_->crowded());
+}
+
 std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config& config) {
   // Ranks that disagree would wait for each other in different collectives: all or none.
   int asked[2] = {config.hierarchical_allreduce ? 1 : 0, config.hierarchical_allreduce ? 0 : 1};
@@ -64,7 +68,7 @@ std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config
   }
   return std::make_unique<MpiBackend>(data_, clock, config.allreduce_chunk,
                                       by_host ? hosts_ : nullptr, config.test_fail_local,
-                                      config.spin());
+                                      wait(config));
 }
 
 std::unique_ptr<Backend> MpiWorld::process_set_backend(int32_t id, const std::vector<int>& ranks,
@@ -73,13 +77,13 @@ std::unique_ptr<Backend> MpiWorld::process_set_backend(int32_t id, const std::ve
   // place among its collectives, so the split matches up like any other collective.
   const bool member = std::binary_search(ranks.begin(), ranks.end(), placement_.rank);
   MPI_Comm comm = MPI_COMM_NULL;
-  once_all_arrived(data_, config.spin(), [&] {
+  once_all_arrived(data_, wait(config), 0, [&] {
     return MPI_Comm_split(data_, member ? 0 : MPI_UNDEFINED, placement_.rank, &comm);
   });
   if (comm == MPI_COMM_NULL) return nullptr;
   RANKTIME_LOG(kDebug, "process set " << id << ": a communicator of " << ranks.size() << " ranks");
   return std::make_unique<MpiBackend>(comm, clock, config.allreduce_chunk, nullptr,
-                                      config.test_fail_local, config.spin(), /*owns_comm=*/true);
+                                      config.test_fail_local, wait(config), /*owns_comm=*/true);
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,

@@ -12,6 +12,7 @@
 
 #include "backends/mpi/host_groups.h"
 #include "backends/mpi/mpi_channel.h"
+#include "backends/mpi/request_wait.h"
 #include "runtime/world.h"
 
 namespace ranktime {
@@ -36,6 +37,9 @@ class MpiWorld final : public World {
   void doom(const std::string& reason, std::chrono::milliseconds exit_wait) override;
 
  private:
+  // How the collectives wait for their ranks: small ones at once unless a host is crowded.
+  RankWait wait(const Config& config) const;
+
   MPI_Comm control_ = MPI_COMM_NULL;         // negotiation messages
   MPI_Comm data_ = MPI_COMM_NULL;            // the collectives themselves
   MPI_Comm exit_ = MPI_COMM_NULL;            // a doomed job's exit barrier (job_abort.h)

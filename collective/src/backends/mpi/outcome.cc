@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "backends/mpi/request_wait.h"
-
 namespace ranktime {
 namespace {
 
@@ -18,12 +16,17 @@ std::string tensors_text(const Response& r) {
 }  // namespace
 
 Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Response& response,
-                        std::chrono::nanoseconds spin) {
+                        const RankWait& wait) {
   // The highest failed rank + 1, or 0 when every rank's part succeeded.
   int failed = local.ok() ? 0 : rank + 1;
-  MPI_Request request;
-  int rc = MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm, &request);
-  if (rc == MPI_SUCCESS) rc = wait_for(&request, spin);
+  int rc = MPI_SUCCESS;
+  if (wait.direct_small) {
+    rc = MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
+  } else {
+    MPI_Request request;
+    rc = MPI_Iallreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm, &request);
+    if (rc == MPI_SUCCESS) rc = wait_for(&request, wait.spin);
+  }
   if (!local.ok()) return local;
   if (rc != MPI_SUCCESS) {
     return Status::Error(tensors_text(response) +

@@ -9,16 +9,19 @@
 #include <chrono>
 #include <string>
 
+#include "backends/mpi/request_wait.h"
 #include "core/message.h"
 #include "ranktime/ranktime.h"
 
 namespace ranktime {
 
-// Collective over `comm` (every rank, in response order): one MPI_Iallreduce(MAX) of one int,
-// waited for with wait_for(.., spin) (request_wait.h). Returns `local` where it failed; else, if
+// Collective over `comm` (every rank, in response order): one allreduce (MAX) of one int, a
+// blocking MPI_Allreduce where `wait` calls small collectives at once (the ranks have just left
+// the same collective), else an MPI_Iallreduce waited for with wait_for(.., wait.spin)
+// (request_wait.h). Returns `local` where it failed; else, if
 // another rank's part failed, an error naming that rank; else `local` (ok).
 Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Response& response,
-                        std::chrono::nanoseconds spin);
+                        const RankWait& wait);
 
 // Testing aid (RANKTIME_TEST_FAIL_LOCAL="RANK:TENSOR"): an error when this is rank RANK and
 // TENSOR is one of `response`'s tensors, as if this rank's copy of it had failed; else ok.

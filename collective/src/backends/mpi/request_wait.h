@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 
 namespace ranktime {
 
@@ -22,12 +23,33 @@ int wait_for(MPI_Request* request, std::chrono::nanoseconds spin);
 // for late ranks. Every rank of `comm` must call it, in the same order as its collectives.
 int wait_for_all_ranks(MPI_Comm comm, std::chrono::nanoseconds spin);
 
-// Runs `call` (blocking MPI calls over `comm`, returning MPI's error code) after
-// wait_for_all_ranks(comm, spin). Blocking rather than nonblocking collectives because Open MPI's
-// nonblocking allreduce (libnbc) moves large buffers several times slower.
+// How a backend's collectives wait for the other ranks of their communicator.
+struct RankWait {
+  // Collectives moving at most this many bytes per rank skip the barrier when `direct_small`:
+  // there the barrier's extra exchange costs more than the blocking call's polling saves (on
+  // the VM, raw MPI: 2.9x the blocking call's time at 4 bytes, 1.8x at 4 KiB, 1.12x at 340 KB;
+  // docs/benchmarks.md, bench/mpi_wait_bench).
+  static constexpr int64_t kDirectMaxBytes = 64 << 10;
+
+  // Implicit: a bare spin is the barrier-always wait of the GPU path's staging.
+  RankWait(std::chrono::nanoseconds spin_ns, bool direct = false)
+      : spin(spin_ns), direct_small(direct) {}
+
+  std::chrono::nanoseconds spin;  // RANKTIME_SPIN_US, before the backoff's sleeps
+  // Whether small collectives (and the outcome agreement) call MPI at once. Every rank of a
+  // communicator must hold the same value: MpiWorld sets it where no rank's host has more ranks
+  // than cores, where a blocking call's polling takes no core from a peer.
+  bool direct_small;
+};
+
+// Runs `call` (blocking MPI calls over `comm` moving `bytes` per rank, returning MPI's error
+// code): at once when the wait allows it for that size, else after wait_for_all_ranks(comm).
+// Blocking rather than nonblocking collectives because Open MPI's nonblocking allreduce (libnbc)
+// moves large buffers several times slower.
 template <typename Call>
-int once_all_arrived(MPI_Comm comm, std::chrono::nanoseconds spin, Call call) {
-  const int rc = wait_for_all_ranks(comm, spin);
+int once_all_arrived(MPI_Comm comm, const RankWait& wait, int64_t bytes, Call call) {
+  if (wait.direct_small && bytes <= RankWait::kDirectMaxBytes) return call();
+  const int rc = wait_for_all_ranks(comm, wait.spin);
   return rc == MPI_SUCCESS ? call() : rc;
 }
 
