@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 namespace ranktime {
 namespace {
@@ -101,6 +102,28 @@ TEST(OffsetEstimator, WindowForgetsTheOldBestSample) {
   e.add(exchange(2'000, 4'000'000, 150, 0, 150));  // 4 newer samples: the old best slides out
   EXPECT_DOUBLE_EQ(e.offset_ns(), 2'000.0);
   EXPECT_DOUBLE_EQ(e.uncertainty_ns(), 101.0);  // best of the window: round trip 202
+}
+
+// The estimator keeps its best sample as samples come and go (it looks through the window only
+// when the best leaves it): the same answer as the smallest round trip among the last `window`
+// samples, the earliest on ties, for random delays with many ties.
+TEST(OffsetEstimator, KeepsTheBestOfTheWindowAsSamplesComeAndGo) {
+  constexpr size_t kWindow = 8;
+  OffsetEstimator e(kWindow);
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int64_t> delay(1, 6), offset(-50, 50);
+  std::vector<ClockSample> all;
+  for (int i = 0; i < 500; ++i) {
+    all.push_back(exchange(offset(rng), 1'000'000 + i * 1'000, delay(rng), 3, delay(rng)));
+    ASSERT_TRUE(e.add(all.back()));
+    const size_t first = all.size() > kWindow ? all.size() - kWindow : 0;
+    const ClockSample* best = &all[first];
+    for (size_t k = first; k < all.size(); ++k) {
+      if (all[k].round_trip_ns() < best->round_trip_ns()) best = &all[k];
+    }
+    ASSERT_DOUBLE_EQ(e.offset_ns(), best->offset_ns()) << "after sample " << i;
+    ASSERT_DOUBLE_EQ(e.uncertainty_ns(), best->round_trip_ns() / 2.0) << "after sample " << i;
+  }
 }
 
 TEST(OffsetEstimator, ToRank0SubtractsTheOffset) {

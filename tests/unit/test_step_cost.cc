@@ -23,7 +23,7 @@ StepCost run(int steps, int late, bool (*late_in)(int)) {
 }
 
 TEST(StepCost, LateRankCostsItsDelayPerStep) {
-  const StepCost cost = run(10, 1, [](int) { return true; });
+  StepCost cost = run(10, 1, [](int) { return true; });
   // The last two steps are still open.
   EXPECT_EQ(cost.steps(), 8u);
   const auto c = cost.costs();
@@ -34,7 +34,7 @@ TEST(StepCost, LateRankCostsItsDelayPerStep) {
 }
 
 TEST(StepCost, LateInSomeStepsOnly) {
-  const StepCost cost = run(10, 2, [](int s) { return s % 4 == 0; });  // steps 0 and 4 replayed
+  StepCost cost = run(10, 2, [](int s) { return s % 4 == 0; });  // steps 0 and 4 replayed
   EXPECT_DOUBLE_EQ(cost.costs()[2].total_us, 2 * 2000.0);
   EXPECT_DOUBLE_EQ(cost.costs()[2].per_step_us, 2 * 2000.0 / 8);
 }
@@ -79,7 +79,7 @@ TEST(StepCost, LatenessHiddenByABusyLaneCostsNothing) {
 TEST(StepCost, LatenessPastTheBusyLaneCostsWhatItDelayedTheRun) {
   // Rank 2 is 40 ms late: ready at 45 ms, the lane was free at 30 ms, so the step ends 15 ms
   // later than it would have (the others were ready at 5 ms; the run waits for the lane, 30 ms).
-  const StepCost cost = lane_bound(6, 5, 40, 10);
+  StepCost cost = lane_bound(6, 5, 40, 10);
   EXPECT_EQ(cost.steps(), 4u);
   const auto c = cost.costs();
   EXPECT_NEAR(c[2].per_step_us, 15'000 + 100, 1);  // and the coordinator's 0.1 ms

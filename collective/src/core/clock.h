@@ -39,6 +39,9 @@ struct ClockSample {
   int64_t round_trip_ns() const { return (t3 - t0) - (t2 - t1); }
   // The rank's clock minus rank 0's, exact when the two one-way delays are equal.
   double offset_ns() const { return ((t1 - t0) + (t2 - t3)) / 2.0; }
+  bool operator==(const ClockSample& o) const {
+    return t0 == o.t0 && t1 == o.t1 && t2 == o.t2 && t3 == o.t3;
+  }
 };
 
 // Tracks one rank's offset. Keeps recent samples (a sliding window, so that drift is followed)

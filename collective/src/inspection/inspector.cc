@@ -72,6 +72,11 @@ void Inspector::executed(const Response& response, int64_t begin_ns, int64_t end
   cost_.executed(response.tensor_ids, begin_ns, end_ns);
 }
 
+void Inspector::settle() {
+  std::lock_guard<std::mutex> lock(lateness_mutex_);
+  cost_.replay_due();
+}
+
 std::vector<RankLateness> Inspector::snapshot() const {
   std::lock_guard<std::mutex> lock(lateness_mutex_);
   std::vector<RankLateness> stats = lateness_.snapshot();

@@ -30,6 +30,8 @@ class Inspector {
   void add(const std::vector<Negotiation>& done, int64_t now_ns);
   // Background thread: rank 0 ran `response`'s batch from `begin_ns` to `end_ns` (for the cost).
   void executed(const Response& response, int64_t begin_ns, int64_t end_ns);
+  // Background thread, after a cycle's responses ran: replays the steps add() completed.
+  void settle();
   // Any thread: per-rank lateness statistics and what-if cost.
   std::vector<RankLateness> lateness() const;
 
@@ -53,7 +55,7 @@ class Inspector {
   const std::vector<std::string>* hostnames_;
   mutable std::mutex lateness_mutex_;  // lateness_ is read by user threads
   LatenessTracker lateness_;
-  StepCost cost_;  // under lateness_mutex_ too
+  mutable StepCost cost_;  // under lateness_mutex_ too; a reader replays what is due
   int64_t last_inspect_ns_ = 0;
   int64_t last_straggler_warning_ns_ = INT64_MIN / 2;
   std::unordered_set<std::string> stall_warned_;  // tensors already warned about

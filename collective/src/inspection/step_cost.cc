@@ -79,17 +79,25 @@ void StepCost::close(int64_t step) {
   for (const timeline::WhatIfBatch& b : w.batches) {
     for (const timeline::WhatIfRun& r : b.runs) w.end_us = std::max(w.end_us, r.end_us);
   }
-  timeline::WhatIfStepResult result = timeline::replay_step(w);
-  for (const timeline::WhatIfRankSaving& s : result.savings) {
-    if (s.rank >= 0 && s.rank < size_) total_us_[s.rank] += s.saving_us;
-  }
-  recent_.push_back(std::move(result.savings));
-  if (recent_.size() > window_) recent_.pop_front();
-  ++steps_;
+  due_.push_back(std::move(w));
   open_.erase(it);
 }
 
-std::vector<StepCost::RankCost> StepCost::costs() const {
+void StepCost::replay_due() {
+  for (const timeline::WhatIfStep& w : due_) {
+    timeline::WhatIfStepResult result = timeline::replay_step(w);
+    for (const timeline::WhatIfRankSaving& s : result.savings) {
+      if (s.rank >= 0 && s.rank < size_) total_us_[s.rank] += s.saving_us;
+    }
+    recent_.push_back(std::move(result.savings));
+    if (recent_.size() > window_) recent_.pop_front();
+    ++steps_;
+  }
+  due_.clear();
+}
+
+std::vector<StepCost::RankCost> StepCost::costs() {
+  replay_due();
   std::vector<RankCost> out(size_);
   for (int r = 0; r < size_; ++r) out[r].total_us = total_us_[r];
   if (recent_.empty()) return out;

@@ -35,9 +35,16 @@ class StepCost {
     double total_us = 0;     // since start
     double per_step_us = 0;  // mean over the window's steps
   };
-  // Per rank, over the steps replayed so far (a step is replayed once two newer ones began).
-  std::vector<RankCost> costs() const;
-  uint64_t steps() const { return steps_; }
+  // Replays the steps that are complete (two newer ones began). add() only sets them aside: the
+  // replay (thousands of instructions a step) is not on the way of the response that completed
+  // them; the runtime calls this once the cycle's responses have run.
+  void replay_due();
+  // Per rank, over the steps replayed so far, after replay_due().
+  std::vector<RankCost> costs();
+  uint64_t steps() {
+    replay_due();
+    return steps_;
+  }
 
  private:
   struct Pending {  // a negotiation whose batch has not run yet
@@ -45,13 +52,14 @@ class StepCost {
     size_t index = 0;  // into the step's negotiations
   };
 
-  void close(int64_t step);
+  void close(int64_t step);  // sets the step aside for replay_due()
 
   int size_;
   size_t window_;
   std::unordered_map<uint32_t, int64_t> occurrences_;  // tensor id -> negotiations seen
   std::unordered_map<uint32_t, Pending> pending_;      // tensor id -> its negotiation to run
   std::map<int64_t, timeline::WhatIfStep> open_;
+  std::vector<timeline::WhatIfStep> due_;  // closed, not yet replayed, oldest first
   int64_t newest_ = -1;
   double lane_free_us_ = 0;  // the end of rank 0's latest batch
   uint64_t steps_ = 0;

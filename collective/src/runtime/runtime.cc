@@ -357,6 +357,7 @@ bool Runtime::coordinator_step() {
   timeline_->cycle(cycle_, now);
   broadcast(list);
   execute(list, now);
+  inspector_->settle();  // after the responses: the replay does not delay them
   return true;
 }
 
