@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -148,6 +149,47 @@ TEST(Collectives, RandomisedCountsSizesAndOrders) {
       for (int64_t i = 0; i < sizes[t]; ++i) {
         ASSERT_EQ(data[t][i], rank_sum * ((i + t) % 5))
             << "round " << round << " tensor " << t << " element " << i;
+      }
+    }
+  }
+}
+
+// One fused batch whose MPI calls (RANKTIME_ALLREDUCE_CHUNK bytes each) begin and end inside
+// tensors: every dtype and reduction still exact, element by element, on both sides of each
+// boundary. mpi_collectives_chunked_3 runs it with 1000-byte calls; with the default chunk the
+// tensors would have to be larger than RANKTIME_FUSION_MAX_TENSOR, which are not fused.
+TEST(Collectives, FusedBatchWhoseChunksStraddleTensorBoundaries) {
+  const char* chunk_text = std::getenv("RANKTIME_ALLREDUCE_CHUNK");
+  const int64_t chunk = chunk_text ? std::atoll(chunk_text) : 0;
+  if (chunk <= 0 || chunk > 65536) GTEST_SKIP() << "needs RANKTIME_ALLREDUCE_CHUNK of 1-65536";
+  const int rank = ranktime::rank(), size = ranktime::size();
+  for (DataType dtype : kAllTypes) {
+    const int64_t per_chunk = std::max<int64_t>(1, chunk / ranktime::dtype_size(dtype));
+    // Boundaries at a third, a half and one element before or after a chunk's end.
+    const std::vector<int64_t> lengths = {
+        per_chunk / 3 + 1, per_chunk / 2 + 1, per_chunk - 1, per_chunk + per_chunk / 3, 1,
+        2 * per_chunk + 1};
+    for (ReduceOp op : kAllOps) {
+      const std::string name = "straddle." + label(dtype, op);
+      std::vector<Buffer> buffers;
+      std::vector<ranktime::TensorView> views;
+      for (size_t t = 0; t < lengths.size(); ++t) buffers.emplace_back(dtype, lengths[t]);
+      int64_t offset = 0;  // element index across the batch: each tensor's values differ
+      for (Buffer& b : buffers) {
+        for (int64_t i = 0; i < b.size(); ++i) b.set(i, input(op, rank, offset + i));
+        offset += b.size();
+        views.push_back({b.data(), dtype, {b.size()}});
+      }
+      std::vector<ranktime::Handle> handles = ranktime::grouped_allreduce_async(views, name, op);
+      offset = 0;
+      for (size_t t = 0; t < buffers.size(); ++t) {
+        ranktime::Status s = handles[t].wait();
+        ASSERT_TRUE(s.ok()) << name << ": " << s.message();
+        for (int64_t i = 0; i < buffers[t].size(); ++i) {
+          ASSERT_EQ(buffers[t].get(i), expected(dtype, op, size, offset + i))
+              << name << " tensor " << t << " element " << i;
+        }
+        offset += buffers[t].size();
       }
     }
   }
