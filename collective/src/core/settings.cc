@@ -223,7 +223,8 @@ std::vector<Setting> make_settings() {
           .at_least(0, "a tensor count >= 0")
           .horovod("HOROVOD_CACHE_CAPACITY")
           .run_flag("--cache-capacity", F::kValue),
-      Setting("RANKTIME_CYCLE_TIME_MS", &Config::cycle_time_ms, "5", "longest wait between cycles")
+      Setting("RANKTIME_CYCLE_TIME_MS", &Config::cycle_time_ms, "5",
+              "longest wait between rank 0's cycles when idle (other ranks: 8 times that)")
           .above(0, "milliseconds > 0")
           .horovod("HOROVOD_CYCLE_TIME")
           .run_flag("--cycle-time-ms", F::kValue),

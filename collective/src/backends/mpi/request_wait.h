@@ -27,8 +27,8 @@ int wait_for_all_ranks(MPI_Comm comm, std::chrono::nanoseconds spin);
 struct RankWait {
   // Collectives moving at most this many bytes per rank skip the barrier when `direct_small`:
   // there the barrier's extra exchange costs more than the blocking call's polling saves (on
-  // the VM, raw MPI: 2.9x the blocking call's time at 4 bytes, 1.8x at 4 KiB, 1.12x at 340 KB;
-  // docs/benchmarks.md, bench/mpi_wait_bench).
+  // the VM, raw MPI: 1.3-2.9x the blocking call's time at 4 bytes and 4 KiB, 1.12-1.14x at
+  // 340 KB; docs/benchmarks.md, bench/mpi_wait_bench).
   static constexpr int64_t kDirectMaxBytes = 64 << 10;
 
   // Implicit: a bare spin is the barrier-always wait of the GPU path's staging.
