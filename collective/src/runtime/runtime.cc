@@ -317,8 +317,7 @@ bool Runtime::coordinator_step() {
       coordinator_->add(0, std::move(q));
     }
     // Progress, as on the other ranks: spin afresh for their requests instead of sleeping on
-    // from where the backoff was when the submission woke this thread (which settled the
-    // ranks into a rhythm of noticing each other a sleep late, 100-300 us a small collective).
+    // from where the backoff was when the submission woke this thread.
     progressed = added = true;
   }
   std::string self_shutdown;
