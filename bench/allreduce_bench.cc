@@ -39,6 +39,14 @@ std::vector<double> time_reps(MPI_Comm comm, int reps, const std::function<void(
   return out;
 }
 
+// Raw MPI: `a` summed in place across comm in calls of at most `per_call` floats.
+void raw_allreduce_in_calls(MPI_Comm comm, std::vector<float>& a, int64_t per_call) {
+  for (int64_t done = 0; done < int64_t(a.size()); done += per_call) {
+    int count = static_cast<int>(std::min<int64_t>(per_call, a.size() - done));
+    MPI_Allreduce(MPI_IN_PLACE, a.data() + done, count, MPI_FLOAT, MPI_SUM, comm);
+  }
+}
+
 void check(const ranktime::Status& s) {
   if (!s.ok()) {
     std::fprintf(stderr, "bench: %s\n", s.message().c_str());
@@ -103,12 +111,7 @@ int main(int argc, char** argv) {
       auto r = time_reps(comm, 1, [&] {
         MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()), MPI_FLOAT, MPI_SUM, comm);
       });
-      auto c = time_reps(comm, 1, [&] {
-        for (int64_t done = 0; done < int64_t(a.size()); done += chunk) {
-          int count = static_cast<int>(std::min<int64_t>(chunk, a.size() - done));
-          MPI_Allreduce(MPI_IN_PLACE, a.data() + done, count, MPI_FLOAT, MPI_SUM, comm);
-        }
-      });
+      auto c = time_reps(comm, 1, [&] { raw_allreduce_in_calls(comm, a, chunk); });
       auto t = time_reps(comm, 1, [&] {
         check(ranktime::allreduce_async(
                   {a.data(), ranktime::DataType::kFloat32, {int64_t(a.size())}}, "big")
@@ -125,12 +128,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < reps; ++i) {
         for (size_t s = 0; s < sweep.size(); ++s) {
           const int64_t n = sweep[s] / 4;
-          times[s].push_back(time_reps(comm, 1, [&] {
-            for (int64_t done = 0; done < int64_t(a.size()); done += n) {
-              int count = static_cast<int>(std::min<int64_t>(n, a.size() - done));
-              MPI_Allreduce(MPI_IN_PLACE, a.data() + done, count, MPI_FLOAT, MPI_SUM, comm);
-            }
-          })[0]);
+          times[s].push_back(time_reps(comm, 1, [&] { raw_allreduce_in_calls(comm, a, n); })[0]);
         }
       }
       say("1b. raw 64 MiB allreduce in calls of");

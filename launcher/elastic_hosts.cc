@@ -8,7 +8,7 @@
 #include <regex>
 #include <sstream>
 
-#include "ranktime/timeline/trace_writer.h"
+#include "ranktime/timeline/trace_paths.h"
 
 namespace ranktime::cli {
 

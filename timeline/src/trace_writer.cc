@@ -13,10 +13,7 @@
 #include "ranktime/timeline/trace_writer.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
-#include <pthread.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +27,7 @@
 #include <thread>
 
 #include "event_formatter.h"
+#include "idle_detector.h"
 #include "open_writers.h"
 #include "trace_file.h"
 
@@ -49,54 +47,6 @@ constexpr size_t kIdleChunkBytes = size_t{128} << 10;
 // A signal of the idle detector can be missed (it notifies without the writer's mutex, which it
 // must never hold): the writer, while waiting for one, looks again this often.
 constexpr std::chrono::milliseconds kIdleSignalRecheck{20};
-
-// The idle detector's request word.
-constexpr int kIdleNotAsked = 0;
-constexpr int kIdleAsked = 1;
-constexpr int kIdleQuit = 2;
-
-void futex_wait(std::atomic<int>* word, int expected) {
-  ::syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr,
-            0);
-}
-
-void futex_wake(std::atomic<int>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
-// What the writer and the idle detector share. The detector is never joined (at SCHED_IDLE
-// priority it may not run again for a long time on a busy machine, and close() must not wait for
-// it), so this outlives the writer while the detector holds it.
-struct WakeSignals {
-  std::condition_variable wake;  // the writer thread waits on it (with the writer's mutex)
-  std::atomic<int> idle_request{kIdleNotAsked};
-  std::atomic<bool> idle_seen{false};
-};
-
-// The calling thread's scheduling policy (SCHED_IDLE, SCHED_BATCH: no priority to set). Best
-// effort: where refused, the thread stays SCHED_OTHER.
-void set_own_policy(int policy) {
-  sched_param param{};
-  pthread_setschedparam(pthread_self(), policy, &param);
-}
-
-void run_idle_detector(const std::shared_ptr<WakeSignals>& signals) {
-  // Where SCHED_IDLE is refused, every signal is a false one, and the writer writes a piece at
-  // a time as soon as a batch is worth writing.
-  set_own_policy(SCHED_IDLE);
-  for (;;) {
-    const int request = signals->idle_request.load();
-    if (request == kIdleQuit) return;
-    if (request == kIdleAsked) {
-      // Running at all means a core had nothing else to do.
-      signals->idle_request.store(kIdleNotAsked);
-      signals->idle_seen.store(true);
-      signals->wake.notify_one();  // without the mutex: a missed signal costs the writer a recheck
-      continue;
-    }
-    futex_wait(&signals->idle_request, request);
-  }
-}
 
 std::string errno_message(int error) { return std::generic_category().message(error); }
 
@@ -199,8 +149,7 @@ struct TraceWriter::Impl {
   std::vector<double> clock_offsets_us;
   std::vector<double> clock_uncertainty_us;
 
-  std::atomic<int>& idle_request = signals->idle_request;  // kIdle*; the detector holds no lock
-  std::atomic<bool>& idle_seen = signals->idle_seen;
+  std::atomic<bool>& idle_seen = signals->idle_seen;  // the detector holds no lock
 
   // Writer thread only (and open(), before the thread starts).
   RecordBuffer back;  // the batch being written
@@ -334,14 +283,10 @@ void TraceWriter::Impl::run() {
     });
   }
   lock.unlock();
-  idle_request.store(kIdleQuit);
-  futex_wake(&idle_request);
+  signals->stop_detector();
 }
 
-void TraceWriter::Impl::ask_for_an_idle_core() {
-  int expected = kIdleNotAsked;
-  if (idle_request.compare_exchange_strong(expected, kIdleAsked)) futex_wake(&idle_request);
-}
+void TraceWriter::Impl::ask_for_an_idle_core() { signals->ask_for_an_idle_core(); }
 
 void TraceWriter::Impl::take_batch() {
   std::lock_guard<std::mutex> lock(mutex);
@@ -564,21 +509,6 @@ const std::string& TraceWriter::path() const { return impl_->options.path; }
 
 uint64_t TraceWriter::files_opened() const {
   return impl_->files_opened.load(std::memory_order_relaxed);
-}
-
-std::string tagged_path(const std::string& path, std::string_view tag) {
-  const std::string dot_tag = "." + std::string(tag);
-  for (std::string_view suffix : {".json.gz", ".json", ".gz"}) {
-    if (ends_with(path, suffix) && path.size() > suffix.size() &&
-        path[path.size() - suffix.size() - 1] != '/') {
-      return path.substr(0, path.size() - suffix.size()) + dot_tag + std::string(suffix);
-    }
-  }
-  return path + dot_tag;
-}
-
-std::string rotated_path(const std::string& path, uint64_t index) {
-  return index == 0 ? path : tagged_path(path, std::to_string(index));
 }
 
 namespace detail {

@@ -20,7 +20,7 @@ Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Resp
   // The highest failed rank + 1, or 0 when every rank's part succeeded.
   int failed = local.ok() ? 0 : rank + 1;
   int rc = MPI_SUCCESS;
-  if (wait.direct_small) {
+  if (wait.direct(sizeof(failed))) {
     rc = MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, comm);
   } else {
     MPI_Request request;

@@ -16,8 +16,8 @@
 namespace ranktime {
 
 // Collective over `comm` (every rank, in response order): one allreduce (MAX) of one int, a
-// blocking MPI_Allreduce where `wait` calls small collectives at once (the ranks have just left
-// the same collective), else an MPI_Iallreduce waited for with wait_for(.., wait.spin)
+// blocking MPI_Allreduce where `wait` calls one that small at once (the ranks have just left the
+// same collective), else an MPI_Iallreduce waited for with wait_for(.., wait.spin)
 // (request_wait.h). Returns `local` where it failed; else, if
 // another rank's part failed, an error naming that rank; else `local` (ok).
 Status agree_on_outcome(MPI_Comm comm, int rank, const Status& local, const Response& response,

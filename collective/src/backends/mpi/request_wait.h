@@ -32,8 +32,11 @@ struct RankWait {
   static constexpr int64_t kDirectMaxBytes = 64 << 10;
 
   // Implicit: a bare spin is the barrier-always wait of the GPU path's staging.
-  RankWait(std::chrono::nanoseconds spin_ns, bool direct = false)
-      : spin(spin_ns), direct_small(direct) {}
+  RankWait(std::chrono::nanoseconds spin_ns, bool small_at_once = false)
+      : spin(spin_ns), direct_small(small_at_once) {}
+
+  // Whether a collective moving `bytes` per rank calls MPI at once, without waiting first.
+  bool direct(int64_t bytes) const { return direct_small && bytes <= kDirectMaxBytes; }
 
   std::chrono::nanoseconds spin;  // RANKTIME_SPIN_US, before the backoff's sleeps
   // Whether small collectives (and the outcome agreement) call MPI at once. Every rank of a
@@ -48,7 +51,7 @@ struct RankWait {
 // moves large buffers several times slower.
 template <typename Call>
 int once_all_arrived(MPI_Comm comm, const RankWait& wait, int64_t bytes, Call call) {
-  if (wait.direct_small && bytes <= RankWait::kDirectMaxBytes) return call();
+  if (wait.direct(bytes)) return call();
   const int rc = wait_for_all_ranks(comm, wait.spin);
   return rc == MPI_SUCCESS ? call() : rc;
 }

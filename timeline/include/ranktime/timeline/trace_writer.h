@@ -9,12 +9,12 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "ranktime/timeline/record.h"
 #include "ranktime/timeline/run_metadata.h"
 #include "ranktime/timeline/string_table.h"
+#include "ranktime/timeline/trace_paths.h"  // the rotation's file names
 
 namespace ranktime::timeline {
 
@@ -49,13 +49,6 @@ struct TraceWriterOptions {
   // against 6.1 bytes an event, docs/benchmarks.md).
   int gzip_level = 1;
 };
-
-// `path` with `.tag` before its extension (.json.gz, .json or .gz), or after it when it has
-// none: (t.json, alert1) -> t.alert1.json; the one naming rule of a run's other files.
-std::string tagged_path(const std::string& path, std::string_view tag);
-// The name of file `index` of a rotation of `path`: `path` itself for 0, else the number
-// before the extension: t.json -> t.1.json, t.json.gz -> t.1.json.gz, trace -> trace.1.
-std::string rotated_path(const std::string& path, uint64_t index);
 
 class TraceWriter {
  public:
