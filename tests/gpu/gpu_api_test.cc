@@ -103,6 +103,44 @@ TEST_F(GpuApi, AllgatherAndBroadcastEveryDtype) {
   }
 }
 
+TEST_F(GpuApi, ReducescatterAndAlltoallEveryDtype) {
+  for (DataType dtype : all_dtypes()) {
+    const size_t elem = dtype_size(dtype);
+    const int64_t cols = 2, rows = 2 * size() + 1;  // uneven: rank 0 gets a row more
+    DeviceBuffer b(rows * cols * elem);
+    b.upload(make_input(rank(), 0, rows * cols, ReduceOp::kAverage, dtype));
+    Handle h = reducescatter_async(view_of(b, dtype, {rows, cols}), "api.rs", ReduceOp::kAverage);
+    ASSERT_TRUE(h.wait().ok()) << h.wait().message();
+    const int64_t mine = rows / size() + (rank() < rows % size() ? 1 : 0);
+    const int64_t first = rank() * (rows / size()) + std::min<int64_t>(rank(), rows % size());
+    ASSERT_EQ(h.output_shape(), (std::vector<int64_t>{mine, cols}));
+    for (int64_t j = 0; j < mine * cols; ++j) {
+      ASSERT_EQ(decode(dtype, reinterpret_cast<const uint8_t*>(h.output().data()) + j * elem),
+                expected_value(size(), 0, first * cols + j, ReduceOp::kAverage, dtype))
+          << dtype_name(dtype) << " element " << j;
+    }
+
+    // Rank p sends p + 1 rows to every rank.
+    const int64_t sent = (rank() + 1) * size();
+    DeviceBuffer a(sent * cols * elem);
+    a.upload(make_input(rank(), 1, sent * cols, ReduceOp::kSum, dtype));
+    std::vector<int32_t> splits(size(), rank() + 1);
+    Handle t = alltoall_async(view_of(a, dtype, {sent, cols}), splits, "api.a2a");
+    ASSERT_TRUE(t.wait().ok()) << t.wait().message();
+    std::vector<uint8_t> want;
+    std::vector<int32_t> received;
+    for (int p = 0; p < size(); ++p) {
+      const auto input = make_input(p, 1, (p + 1) * size() * cols, ReduceOp::kSum, dtype);
+      const size_t part = (p + 1) * cols * elem;
+      want.insert(want.end(), input.begin() + rank() * part, input.begin() + (rank() + 1) * part);
+      received.push_back(p + 1);
+    }
+    EXPECT_EQ(t.received_splits(), received);
+    ASSERT_EQ(t.output().size(), want.size());
+    EXPECT_EQ(std::memcmp(t.output().data(), want.data(), want.size()), 0) << dtype_name(dtype);
+  }
+}
+
 TEST_F(GpuApi, ReadyEvent) {
   const int64_t n = 1 << 20;
   DeviceBuffer b(n * 4);

@@ -12,6 +12,7 @@
 #include "backends/gpu/device_fusion.h"
 #include "backends/gpu/gpu_backend.h"
 #include "backends/gpu/stream_resources.h"
+#include "core/rows.h"
 #include "gpu_test_util.h"
 
 namespace ranktime::gpu_test {
@@ -99,8 +100,9 @@ class GpuBackendTest : public ::testing::Test {
   }
 
   // Runs one response and returns its completion after checking its timeline.
+  // `packed`: a reducescatter whose rows do not split evenly (the plan packs them first).
   static GpuCompletion run(const Response& r, const std::vector<Tensor>& tensors,
-                           bool ready_events = false) {
+                           bool ready_events = false, bool packed = false) {
     std::vector<TensorEntry*> entries;
     for (const Tensor& t : tensors) entries.push_back(t.entry.get());
     const int64_t arrival = clock_.now_ns();
@@ -111,18 +113,18 @@ class GpuBackendTest : public ::testing::Test {
     EXPECT_EQ(out.size(), 1u);
     EXPECT_EQ(backend_->pending(), 0u);
     if (out.empty()) return {};
-    check_timeline(out[0], r, tensors.size(), arrival, ready_events);
+    check_timeline(out[0], r, tensors.size(), arrival, ready_events, packed);
     return std::move(out[0]);
   }
 
   static void check_timeline(const GpuCompletion& c, const Response& r, size_t n, int64_t arrival,
-                             bool ready_events) {
+                             bool ready_events, bool packed) {
     EXPECT_GE(c.start_ns, arrival);
     EXPECT_GE(c.end_ns, c.start_ns);
     auto mode = backend_->mode(0);
     ASSERT_TRUE(mode.has_value());
     const bool root = r.op == OpType::kBroadcast && world_rank() == r.root;
-    std::vector<gpu::Step> plan = gpu::plan_steps({r.op, *mode, n > 1, root});
+    std::vector<gpu::Step> plan = gpu::plan_steps({r.op, *mode, n > 1, root, packed});
     std::vector<timeline::Phase> expected;
     if (ready_events) expected.push_back(timeline::Phase::kWaitForData);
     for (const gpu::Step& s : plan) expected.push_back(s.phase);
@@ -256,6 +258,85 @@ TEST_P(GpuAllgather, FirstDimensionDiffersPerRank) {
 
 INSTANTIATE_TEST_SUITE_P(EveryDtype, GpuAllgather, ::testing::ValuesIn(all_dtypes()));
 
+using ReducescatterParam = std::tuple<DataType, ReduceOp, bool /*rows split evenly*/>;
+class GpuReducescatter : public GpuBackendTest,
+                         public ::testing::WithParamInterface<ReducescatterParam> {};
+
+TEST_P(GpuReducescatter, EachRankGetsItsRowsReduced) {
+  const auto [dtype, op, even] = GetParam();
+  const int size = world_size(), rank = world_rank();
+  const int64_t cols = 3, rows = 2 * size + (even ? 0 : 1);  // uneven: rank 0 gets one more
+  std::vector<Tensor> tensors;
+  tensors.push_back(
+      make_tensor("rs", dtype, {rows, cols}, make_input(rank, 0, rows * cols, op, dtype)));
+  Response r = make_response(OpType::kReducescatter, dtype, op, 0, tensors);
+  GpuCompletion c = run(r, tensors, false, rows % size != 0);
+  ASSERT_TRUE(c.status.ok()) << c.status.message();
+  const auto& state = *tensors[0].entry->handle;
+  const int64_t mine = scatter_rows(rows, size, rank);
+  ASSERT_EQ(state.output_shape, (std::vector<int64_t>{mine, cols}));
+  ASSERT_EQ(state.output.size(), static_cast<size_t>(mine * cols) * dtype_size(dtype));
+  const int64_t first = scatter_first_row(rows, size, rank) * cols;
+  for (int64_t j = 0; j < mine * cols; ++j) {
+    ASSERT_EQ(decode(dtype, reinterpret_cast<const uint8_t*>(&state.output[j * dtype_size(dtype)])),
+              expected_value(size, 0, first + j, op, dtype))
+        << dtype_name(dtype) << " " << reduce_op_name(op) << " element " << j;
+  }
+  // The input is left as it was.
+  EXPECT_EQ(tensors[0].memory->download(), make_input(rank, 0, rows * cols, op, dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndReduction, GpuReducescatter,
+                         ::testing::Combine(::testing::ValuesIn(all_dtypes()),
+                                            ::testing::ValuesIn(all_reductions()),
+                                            ::testing::Bool()));
+
+class GpuAlltoall : public GpuBackendTest, public ::testing::WithParamInterface<DataType> {};
+
+TEST_P(GpuAlltoall, RowsArriveInRankOrder) {
+  const DataType dtype = GetParam();
+  const int size = world_size(), rank = world_rank();
+  const int64_t cols = 4;
+  // Rank p sends (p + q) % 3 rows to rank q: some parts are empty.
+  auto splits_of = [size](int p) {
+    std::vector<int32_t> s;
+    for (int q = 0; q < size; ++q) s.push_back((p + q) % 3);
+    return s;
+  };
+  auto rows_of = [&](int p) {
+    int64_t n = 0;
+    for (int32_t k : splits_of(p)) n += k;
+    return n;
+  };
+  std::vector<Tensor> tensors;
+  tensors.push_back(make_tensor("a2a", dtype, {rows_of(rank), cols},
+                                make_input(rank, 0, rows_of(rank) * cols, ReduceOp::kSum, dtype)));
+  tensors[0].entry->splits = splits_of(rank);
+  std::vector<uint8_t> want;
+  std::vector<int32_t> received;
+  const size_t row_bytes = cols * dtype_size(dtype);
+  for (int p = 0; p < size; ++p) {
+    const std::vector<int32_t> splits = splits_of(p);
+    int64_t before = 0;
+    for (int q = 0; q < rank; ++q) before += splits[q];
+    const auto input = make_input(p, 0, rows_of(p) * cols, ReduceOp::kSum, dtype);
+    want.insert(want.end(), input.begin() + before * row_bytes,
+                input.begin() + (before + splits[rank]) * row_bytes);
+    received.push_back(splits[rank]);
+  }
+  GpuCompletion c =
+      run(make_response(OpType::kAlltoall, dtype, ReduceOp::kSum, 0, tensors), tensors);
+  ASSERT_TRUE(c.status.ok()) << c.status.message();
+  const auto& state = *tensors[0].entry->handle;
+  EXPECT_EQ(state.received_splits, received);
+  ASSERT_EQ(state.output.size(), want.size());
+  EXPECT_EQ(std::memcmp(state.output.data(), want.data(), want.size()), 0) << dtype_name(dtype);
+  EXPECT_EQ(state.output_shape,
+            (std::vector<int64_t>{static_cast<int64_t>(want.size() / row_bytes), cols}));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, GpuAlltoall, ::testing::ValuesIn(all_dtypes()));
+
 // ---------------------------------------------------------------------------------------------
 
 // Producers still writing on their own streams when the tensors are submitted: the backend waits
@@ -296,10 +377,16 @@ TEST_F(GpuBackendTest, WaitsForReadyEventsOnTheStream) {
                 expected_value(world_size(), t, i, ReduceOp::kSum, dtype));
     }
   }
-  // Tensor 0 was ready first: it waited for the other tensor's data too.
-  if (!c.entry_logs.empty()) {
-    ASSERT_EQ(c.entry_logs.size(), 2u);
-    EXPECT_EQ(c.entry_logs[0].spans[1].phase, timeline::Phase::kWaitForOtherTensorData);
+  // Tensor 0 was ready first (tensor 1's producer was held 50 ms): its lane shows its own wait,
+  // then the wait for the other tensor's data; tensor 1's only its own.
+  ASSERT_EQ(c.entry_logs.size(), 2u);
+  ASSERT_GE(c.entry_logs[0].spans.size(), 2u);
+  EXPECT_EQ(c.entry_logs[0].spans[0].phase, timeline::Phase::kWaitForData);
+  EXPECT_EQ(c.entry_logs[0].spans[1].phase, timeline::Phase::kWaitForOtherTensorData);
+  ASSERT_FALSE(c.entry_logs[1].spans.empty());
+  EXPECT_EQ(c.entry_logs[1].spans[0].phase, timeline::Phase::kWaitForData);
+  for (const PhaseLog::Span& span : c.entry_logs[1].spans) {
+    EXPECT_NE(span.phase, timeline::Phase::kWaitForOtherTensorData);
   }
   for (int t = 0; t < 2; ++t) {
     cudaEventDestroy(ready[t]);
@@ -407,7 +494,7 @@ TEST_F(GpuBackendTest, PipelinedResponsesStayInOrder) {
     ASSERT_TRUE(out[j].status.ok()) << out[j].status.message();
     EXPECT_GE(out[j].start_ns, previous_end) << "job " << j << " overlaps the job before";
     previous_end = out[j].end_ns;
-    check_timeline(out[j], responses[j], tensors[j].size(), arrival, false);
+    check_timeline(out[j], responses[j], tensors[j].size(), arrival, false, false);
     std::vector<uint8_t> got = tensors[j][0].memory->download();
     EXPECT_EQ(decode(dtype, &got[4 * 999]),
               expected_value(world_size(), j, 999, ReduceOp::kSum, dtype));

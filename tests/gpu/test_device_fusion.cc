@@ -98,5 +98,45 @@ TEST(DeviceFusion, GatherLayoutWithDifferentFirstDimensions) {
   EXPECT_EQ(g.rows, 6);
 }
 
+// Reducescatter's equal NCCL blocks: rank r's rows (the first dim0 % size ranks get one more)
+// in block r; packed only when the rows do not split evenly.
+TEST(DeviceFusion, ScatterBlocksHoldEachRanksRows) {
+  const size_t row = 12;  // 3 floats
+  ScatterLayout even = plan_scatter(8, row, 4);
+  EXPECT_FALSE(even.packed);
+  EXPECT_EQ(even.block, 2 * row);
+  EXPECT_EQ(even.blocks.offsets, (std::vector<size_t>{0, 24, 48, 72}));
+  EXPECT_EQ(even.sources, even.blocks.offsets);  // the tensor is already the layout
+  EXPECT_EQ(even.blocks.bytes, 8 * row);
+
+  ScatterLayout uneven = plan_scatter(10, row, 4);  // rows 3, 3, 2, 2
+  EXPECT_TRUE(uneven.packed);
+  EXPECT_EQ(uneven.blocks.sizes, (std::vector<size_t>{36, 36, 24, 24}));
+  EXPECT_EQ(uneven.sources, (std::vector<size_t>{0, 36, 72, 96}));
+  EXPECT_EQ(uneven.block % kDeviceFusionAlignment, 0u);
+  EXPECT_GE(uneven.block, 36u);
+  EXPECT_EQ(uneven.blocks.bytes, 4 * uneven.block);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(uneven.blocks.offsets[r], r * uneven.block);
+    EXPECT_LE(uneven.blocks.sizes[r], uneven.block);
+  }
+  // The pack copies every row exactly once, each rank's rows to the start of its block.
+  std::vector<char> tensor(10 * row), buffer(uneven.blocks.bytes);
+  std::vector<const void*> from;
+  for (size_t s : uneven.sources) from.push_back(tensor.data() + s);
+  CopyBatch copies = pack_copies(uneven.blocks, from, buffer.data());
+  EXPECT_EQ(copies.bytes(), tensor.size());
+  ASSERT_EQ(copies.count(), 4u);
+  EXPECT_EQ(copies.dsts[3], buffer.data() + 3 * uneven.block);
+  EXPECT_EQ(copies.srcs[3], tensor.data() + 96);
+
+  ScatterLayout fewer_rows = plan_scatter(2, row, 4);  // ranks 2 and 3 get nothing
+  EXPECT_EQ(fewer_rows.blocks.sizes, (std::vector<size_t>{12, 12, 0, 0}));
+  EXPECT_TRUE(fewer_rows.packed);
+  ScatterLayout empty = plan_scatter(0, row, 4);
+  EXPECT_FALSE(empty.packed);
+  EXPECT_EQ(empty.block, 0u);
+}
+
 }  // namespace
 }  // namespace ranktime::gpu

@@ -79,6 +79,30 @@ TEST(PlanSteps, Allgather) {
             (Names{"MEMCPY_IN_HOST_BUFFER", "MPI_ALLGATHER"}));
 }
 
+TEST(PlanSteps, ReducescatterPacksOnlyRowsThatSplitUnevenly) {
+  for (GpuMode mode : {GpuMode::kNccl, GpuMode::kNcclHierarchical}) {
+    auto even = plan_steps({OpType::kReducescatter, mode, false, false, false});
+    EXPECT_EQ(names(even), (Names{"NCCL_REDUCESCATTER", "MEMCPY_IN_HOST_BUFFER"}));
+    EXPECT_EQ(even[0].action, Action::kNcclReduceScatterBlocks);  // every rank, not the node's
+    EXPECT_FALSE(uses_fusion_buffer(even));
+    auto uneven = plan_steps({OpType::kReducescatter, mode, false, false, true});
+    EXPECT_EQ(names(uneven),
+              (Names{"MEMCPY_IN_FUSION_BUFFER", "NCCL_REDUCESCATTER", "MEMCPY_IN_HOST_BUFFER"}));
+    EXPECT_TRUE(uses_fusion_buffer(uneven));
+  }
+  auto staged = plan_steps({OpType::kReducescatter, GpuMode::kMpiStaging, false, false, true});
+  EXPECT_EQ(names(staged), (Names{"MEMCPY_IN_HOST_BUFFER", "MPI_REDUCESCATTER"}));
+  EXPECT_TRUE(staged[1].on_host);
+}
+
+TEST(PlanSteps, Alltoall) {
+  auto nccl = plan_steps({OpType::kAlltoall, GpuMode::kNccl, false, false});
+  EXPECT_EQ(names(nccl), (Names{"NCCL_ALLTOALL", "MEMCPY_IN_HOST_BUFFER"}));
+  EXPECT_EQ(nccl[0].action, Action::kNcclAlltoall);
+  EXPECT_EQ(names(plan_steps({OpType::kAlltoall, GpuMode::kMpiStaging, false, false})),
+            (Names{"MEMCPY_IN_HOST_BUFFER", "MPI_ALLTOALL"}));
+}
+
 // The collective steps (what every rank must issue in the same order) agree between the root and
 // the others, in every mode and op.
 // A rank whose copies failed still runs the collective steps (DeviceSet::launch): what
@@ -98,12 +122,17 @@ TEST(PlanSteps, CollectiveStepsAgreeAcrossRanks) {
     EXPECT_FALSE(is_collective(a)) << action_name(a);
   }
   for (GpuMode mode : {GpuMode::kNccl, GpuMode::kNcclHierarchical, GpuMode::kMpiStaging}) {
-    for (OpType op : {OpType::kAllreduce, OpType::kAllgather, OpType::kBroadcast}) {
+    for (OpType op : {OpType::kAllreduce, OpType::kAllgather, OpType::kBroadcast,
+                      OpType::kReducescatter, OpType::kAlltoall}) {
       for (bool fused : {false, true}) {
-        EXPECT_EQ(collective(plan_steps({op, mode, fused, true})),
-                  collective(plan_steps({op, mode, fused, false})))
+        // Reducescatter: ranks agree on whether rows are packed (the shape is the same on all).
+        EXPECT_EQ(collective(plan_steps({op, mode, fused, true, fused})),
+                  collective(plan_steps({op, mode, fused, false, fused})))
             << gpu_mode_name(mode) << " op " << static_cast<int>(op);
         EXPECT_FALSE(plan_steps({op, mode, fused, false}).empty());
+        for (const Step& s : plan_steps({op, mode, fused, false, fused})) {
+          EXPECT_STRNE(action_name(s.action), "invalid");
+        }
       }
     }
   }

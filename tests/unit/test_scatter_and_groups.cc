@@ -67,16 +67,17 @@ TEST(CheckArguments, OtherOperationsAndGoodCallsPass) {
             "");  // fewer: Horovod's
 }
 
-TEST(CheckArguments, ScalarsAndDeviceTensorsAreRefused) {
+TEST(CheckArguments, ScalarsAreRefusedAndDeviceTensorsCheckedLikeHostOnes) {
   EXPECT_THAT(check_arguments(OpType::kReducescatter, view({}), {}, 2),
               AllOf(HasSubstr("reducescatter needs at least one dimension"),
                     HasSubstr("reshape a scalar to [1]")));
-  EXPECT_THAT(check_arguments(OpType::kAlltoall, view({}), {}, 2),
+  EXPECT_THAT(check_arguments(OpType::kAlltoall, view({}, 0), {}, 2),
               HasSubstr("alltoall needs at least one dimension"));
-  EXPECT_THAT(check_arguments(OpType::kReducescatter, view({4}, 1), {}, 2),
-              AllOf(HasSubstr("host memory only"), HasSubstr("CUDA device 1")));
-  EXPECT_THAT(check_arguments(OpType::kAlltoall, view({4}, 0), {2, 2}, 2),
-              HasSubstr("host memory only"));
+  // The GPU path runs both (a build without one refuses device tensors at submission).
+  EXPECT_EQ(check_arguments(OpType::kReducescatter, view({3}, 1), {}, 2), "");
+  EXPECT_EQ(check_arguments(OpType::kAlltoall, view({4}, 0), {1, 3}, 2), "");
+  EXPECT_EQ(check_arguments(OpType::kAlltoall, view({4}, 0), {1, -3}, 2),
+            "alltoall split for rank 1 is negative (-3)");
 }
 
 TEST(CheckArguments, SplitsThatDoNotFitAreNamed) {
@@ -154,6 +155,22 @@ TEST(PlanGroup, DeviceAllgathersStayOnePerTensor) {
       plan_group({single("a", 1, OpType::kAllgather, DataType::kFloat32, 0),
                   single("b", 2, OpType::kAllgather, DataType::kFloat32, 0)});
   EXPECT_EQ(names_of(out), (Names{{"a"}, {"b"}}));
+}
+
+TEST(PlanGroup, DeviceReducescattersStayOnePerTensor) {
+  std::vector<Response> out =
+      plan_group({single("a", 1, OpType::kReducescatter, DataType::kFloat32, 0),
+                  single("b", 2, OpType::kReducescatter, DataType::kFloat32, 0)});
+  EXPECT_EQ(names_of(out), (Names{{"a"}, {"b"}}));
+}
+
+TEST(PlanFusion, DeviceReducescattersAreNeverFused) {
+  std::vector<Response> out =
+      plan_fusion({single("a", 1, OpType::kReducescatter, DataType::kFloat32, 0),
+                   single("b", 2, OpType::kReducescatter, DataType::kFloat32, 0),
+                   single("c", 3, OpType::kReducescatter), single("d", 4, OpType::kReducescatter)},
+                  {8, 8, 8, 8}, FusionOptions{1 << 20, 0});
+  EXPECT_EQ(names_of(out), (Names{{"a"}, {"b"}, {"c", "d"}}));
 }
 
 TEST(PlanFusion, ReducescattersFuseAndLaidOutGroupsPassThrough) {

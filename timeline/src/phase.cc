@@ -43,6 +43,7 @@ constexpr const char* kPhaseNames[] = {
     "NEGOTIATE_JOIN",
     "ADASUM_EXCHANGE",
     "ADASUM_COMBINE",
+    "NCCL_ALLTOALL",
 };
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == static_cast<size_t>(Phase::kCount),
               "every Phase needs a name");

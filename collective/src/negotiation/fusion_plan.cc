@@ -32,9 +32,10 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
   std::map<std::tuple<int, int, int, int, int, int32_t, bool>, Open> open;
   for (size_t i = 0; i < singles.size(); ++i) {
     const Response& s = singles[i];
+    // The GPU path reduce-scatters one tensor at a time (its equal NCCL blocks are per tensor).
     bool fusable = s.error.empty() && s.names.size() == 1 &&
                    (s.op == OpType::kAllreduce || s.op == OpType::kBroadcast ||
-                    s.op == OpType::kReducescatter) &&
+                    (s.op == OpType::kReducescatter && s.device == kCpuDevice)) &&
                    options.threshold > 0 && bytes[i] <= options.threshold &&
                    (options.max_tensor <= 0 || bytes[i] < options.max_tensor);
     if (!fusable) {
@@ -60,8 +61,10 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
 
 std::vector<Response> plan_group(std::vector<Response> members) {
   std::vector<Response> out;
+  // The GPU path gathers and reduce-scatters one tensor at a time.
   const bool one_each =
-      members.front().op == OpType::kAllgather && members.front().device != kCpuDevice;
+      (members.front().op == OpType::kAllgather || members.front().op == OpType::kReducescatter) &&
+      members.front().device != kCpuDevice;
   std::map<int, size_t> batch_of_dtype;
   for (Response& m : members) {
     auto [it, fresh] = batch_of_dtype.try_emplace(static_cast<int>(m.dtype), out.size());

@@ -95,10 +95,6 @@ std::string check_arguments(OpType op, const TensorView& v, const std::vector<in
            " needs at least one dimension (it splits dimension 0 among the ranks); "
            "reshape a scalar to [1]";
   }
-  if (v.device != kCpuDevice) {
-    return what + " runs on host memory only, and this tensor is on CUDA device " +
-           std::to_string(v.device) + ": move it to the CPU";
-  }
   if (op != OpType::kAlltoall) return "";
   const int64_t dim0 = v.shape[0];
   if (splits.empty()) {

@@ -13,7 +13,7 @@ constexpr std::array<Phase, 7> kOperations = {
     Phase::kAllreduce,     Phase::kAllgather, Phase::kBroadcast, Phase::kBarrier,
     Phase::kReducescatter, Phase::kAlltoall,  Phase::kJoin};
 // In execution order (hierarchical stages included): the order tables list them in.
-constexpr std::array<Phase, 20> kSubphases = {
+constexpr std::array<Phase, 21> kSubphases = {
     Phase::kQueue,
     Phase::kWaitForData,
     Phase::kWaitForOtherTensorData,
@@ -32,6 +32,7 @@ constexpr std::array<Phase, 20> kSubphases = {
     Phase::kNcclAllreduce,
     Phase::kNcclAllgather,
     Phase::kNcclBcast,
+    Phase::kNcclAlltoall,
     Phase::kMemcpyOutHostBuffer,
     Phase::kMemcpyOutFusionBuffer,
 };

@@ -1,6 +1,8 @@
 // Device fusion buffer layout and copy descriptors (see device_fusion.h).
 #include "backends/gpu/device_fusion.h"
 
+#include "core/rows.h"
+
 namespace ranktime::gpu {
 namespace {
 
@@ -76,6 +78,21 @@ GatherLayout plan_gather(const std::vector<int64_t>& first_dims, size_t row_byte
     g.rows += rows;
   }
   return g;
+}
+
+ScatterLayout plan_scatter(int64_t dim0, size_t row_bytes, int size, size_t alignment) {
+  ScatterLayout s;
+  if (size <= 0) return s;
+  s.packed = dim0 % size != 0;
+  const auto most = static_cast<size_t>(scatter_rows(dim0, size, 0)) * row_bytes;
+  s.block = s.packed ? round_up(most, alignment) : most;
+  for (int r = 0; r < size; ++r) {
+    s.blocks.offsets.push_back(static_cast<size_t>(r) * s.block);
+    s.blocks.sizes.push_back(static_cast<size_t>(scatter_rows(dim0, size, r)) * row_bytes);
+    s.sources.push_back(static_cast<size_t>(scatter_first_row(dim0, size, r)) * row_bytes);
+  }
+  s.blocks.bytes = s.block * static_cast<size_t>(size);
+  return s;
 }
 
 }  // namespace ranktime::gpu

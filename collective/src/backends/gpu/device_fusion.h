@@ -60,4 +60,19 @@ struct GatherLayout {
 };
 GatherLayout plan_gather(const std::vector<int64_t>& first_dims, size_t row_bytes);
 
+// Reducescatter over NCCL: ncclReduceScatter gives every rank the same count, but ranks get
+// scatter_rows() rows each (the first dim0 % size ranks one more). So rank r's rows sit in block r
+// of equal blocks: `blocks.offsets[r]` = r * block, `blocks.sizes[r]` its rows' bytes, and
+// `sources[r]` where those rows start in the tensor. Where the rows split evenly the tensor
+// already is that layout (`packed` false: no copy); otherwise the rows are packed, each block
+// rounded up to `alignment`, and the padding is reduced with the rest and never read.
+struct ScatterLayout {
+  FusionLayout blocks;
+  std::vector<size_t> sources;  // per rank, bytes from the tensor's start
+  size_t block = 0;             // bytes of each rank's block
+  bool packed = false;
+};
+ScatterLayout plan_scatter(int64_t dim0, size_t row_bytes, int size,
+                           size_t alignment = kDeviceFusionAlignment);
+
 }  // namespace ranktime::gpu

@@ -41,7 +41,15 @@ struct DeviceSet::Job {
   std::vector<size_t> sizes;      // per entry, bytes
   FusionLayout layout;            // use_fusion
   size_t work_bytes = 0;          // what the collective covers: identical on every rank
-  GatherLayout gather;            // allgather
+  GatherLayout gather;            // allgather; alltoall: where each rank's rows land
+  GatherLayout sends;             // alltoall: this rank's rows for each rank
+  ScatterLayout scatter;          // reducescatter
+  // Allgather, reducescatter and alltoall return their result in the handle's host output: in
+  // the NCCL modes it is copied from pinned memory at completion (the staged modes' host
+  // collective writes the handle itself).
+  size_t result_bytes = 0;
+  std::vector<int64_t> result_shape;
+  std::vector<int32_t> received_splits;  // alltoall
   std::shared_ptr<AnchorEvent> anchor;
 
   std::vector<cudaEvent_t> ready_events;  // distinct producer events
@@ -52,9 +60,10 @@ struct DeviceSet::Job {
   std::vector<Mark> marks;
   std::vector<JobTimes::Span> spans;
   int data_ready_mark = -1;
-  void* work = nullptr;    // device working buffer
-  void* output = nullptr;  // allgather: device result (freed in stream order)
-  void* host = nullptr;    // pinned staging buffer, or the allgather result on the host
+  void* work = nullptr;  // device working buffer
+  void* output =
+      nullptr;  // allgather, reducescatter, alltoall: device result (freed in stream order)
+  void* host = nullptr;  // pinned staging buffer, or the allgather result on the host
   Status status;
   bool launched = false;  // every stream and host step is issued (guarded by mutex_)
   cudaEvent_t last_event = nullptr;

@@ -11,6 +11,7 @@
 #include "backends/gpu/device_job.h"
 #include "backends/gpu/gpu_backend.h"
 #include "core/log.h"
+#include "core/rows.h"
 
 namespace ranktime::gpu {
 
@@ -27,6 +28,7 @@ DeviceSet::DeviceSet(MPI_Comm comm, int device, const Clock* clock, const GpuOpt
       test_fail_local_(options.test_fail_local),
       spin_(options.spin) {
   MPI_Comm_dup(comm, &comm_);
+  MPI_Comm_dup(comm, &counts_);
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   Status local = setup_locally(options);
@@ -190,7 +192,7 @@ DeviceSet::~DeviceSet() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
-  for (MPI_Comm* c : {&cross_, &local_, &host_, &comm_}) {
+  for (MPI_Comm* c : {&cross_, &local_, &host_, &counts_, &comm_}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }
@@ -239,8 +241,15 @@ void DeviceSet::enqueue(const Response& response, const std::vector<TensorEntry*
 
 void DeviceSet::prepare(Job* job) {
   const Response& r = job->response;
+  const TensorView& first = job->entries.at(0)->view;
+  const bool rows_op =
+      r.op == OpType::kAllgather || r.op == OpType::kReducescatter || r.op == OpType::kAlltoall;
+  const size_t row_bytes =
+      rows_op ? static_cast<size_t>(row_elements(first.shape)) * dtype_size(first.dtype) : 0;
+  const int64_t dim0 = first.shape.empty() ? 0 : first.shape[0];
   job->root = r.op == OpType::kBroadcast && rank_ == r.root;
-  job->steps = plan_steps({r.op, mode_, job->entries.size() > 1, job->root});
+  if (r.op == OpType::kReducescatter) job->scatter = plan_scatter(dim0, row_bytes, size_);
+  job->steps = plan_steps({r.op, mode_, job->entries.size() > 1, job->root, job->scatter.packed});
   job->use_fusion = uses_fusion_buffer(job->steps);
   for (TensorEntry* e : job->entries) {
     job->sizes.push_back(e->view.num_bytes());
@@ -253,19 +262,25 @@ void DeviceSet::prepare(Job* job) {
       job->skip_user_memory = true;
     }
   }
+  job->work_bytes = job->sizes.at(0);
+  job->result_shape = first.shape;
   if (r.op == OpType::kAllgather) {
-    const TensorView& v = job->entries.at(0)->view;
-    size_t row_bytes = dtype_size(v.dtype);
-    for (size_t d = 1; d < v.shape.size(); ++d) row_bytes *= static_cast<size_t>(v.shape[d]);
     job->gather = plan_gather(r.first_dims, row_bytes);
-    job->work_bytes = job->sizes.at(0);
+    job->result_bytes = job->gather.bytes;
+    if (job->result_shape.empty()) job->result_shape.push_back(0);
+    job->result_shape[0] = job->gather.rows;
+  } else if (r.op == OpType::kReducescatter) {
+    if (job->scatter.packed) job->layout = job->scatter.blocks;
+    if (job->use_fusion) job->work_bytes = job->layout.bytes;
+    job->result_bytes = job->scatter.blocks.sizes.at(rank_);
+    job->result_shape.at(0) = scatter_rows(dim0, size_, rank_);
+  } else if (r.op == OpType::kAlltoall) {
+    if (mode_ != GpuMode::kMpiStaging) exchange_splits(job, row_bytes);
   } else if (job->use_fusion) {
     const size_t granule =
         mode_ == GpuMode::kNcclHierarchical ? kDeviceFusionAlignment * local_size_ : 0;
     job->layout = plan_device_fusion(job->sizes, kDeviceFusionAlignment, granule);
     job->work_bytes = job->layout.bytes;
-  } else {
-    job->work_bytes = job->sizes.at(0);
   }
   job->entry_event.assign(job->entries.size(), -1);
   for (size_t i = 0; i < job->entries.size(); ++i) {
@@ -277,6 +292,27 @@ void DeviceSet::prepare(Job* job) {
   }
   std::lock_guard<std::mutex> lock(anchor_mutex_);
   job->anchor = anchor_;
+}
+
+void DeviceSet::exchange_splits(Job* job, size_t row_bytes) {
+  // NCCL needs every receive's size before the job is issued (and the pinned buffer is taken at
+  // launch), so the ranks swap their row counts here, on the background thread, in response
+  // order: a communicator of its own, since the worker may be using comm_ meanwhile. The time is
+  // part of the job's QUEUE.
+  const std::vector<int32_t>& splits = job->entries.at(0)->splits;
+  job->received_splits.assign(size_, 0);
+  const int rc = MPI_Alltoall(splits.data(), 1, MPI_INT32_T, job->received_splits.data(), 1,
+                              MPI_INT32_T, counts_);
+  if (rc != MPI_SUCCESS && job->status.ok()) {
+    job->status =
+        Status::Error(describe_tensors(job->response) +
+                      ": MPI_Alltoall of the row counts failed (error " + std::to_string(rc) + ")");
+  }
+  job->sends = plan_gather(std::vector<int64_t>(splits.begin(), splits.end()), row_bytes);
+  job->gather = plan_gather(
+      std::vector<int64_t>(job->received_splits.begin(), job->received_splits.end()), row_bytes);
+  job->result_bytes = job->gather.bytes;
+  job->result_shape.at(0) = job->gather.rows;
 }
 
 void DeviceSet::capture_ready_events(Job* job) {
@@ -358,17 +394,20 @@ void DeviceSet::complete(Job* job) {
   JobLog timing = build_job_log(times, std::max(job->enqueue_ns, last_end_ns_), seen_ns);
   last_end_ns_ = timing.end_ns;
 
-  // NCCL allgather: the result is in pinned memory; the public API returns it as host bytes.
-  if (status.ok() && job->response.op == OpType::kAllgather && mode_ != GpuMode::kMpiStaging) {
+  // NCCL allgather, reducescatter, alltoall: the result is in pinned memory; the public API
+  // returns it as host bytes.
+  const OpType op = job->response.op;
+  const bool host_result =
+      op == OpType::kAllgather || op == OpType::kReducescatter || op == OpType::kAlltoall;
+  if (status.ok() && host_result && mode_ != GpuMode::kMpiStaging) {
     auto& state = *job->entries[0]->handle;
     const auto* p = static_cast<const std::byte*>(job->host);
-    state.output.assign(p, p + job->gather.bytes);
-    state.output_shape = job->entries[0]->view.shape;
-    if (state.output_shape.empty()) state.output_shape.push_back(0);
-    state.output_shape[0] = job->gather.rows;
+    state.output.assign(p, p + job->result_bytes);
+    state.output_shape = job->result_shape;
+    if (op == OpType::kAlltoall) state.received_splits = job->received_splits;
   }
 
-  if (job->output != nullptr) memory_.release(job->output, stream_);  // a failed allgather's
+  if (job->output != nullptr) memory_.release(job->output, stream_);  // a failed job's
   for (const Mark& m : job->marks) events_.give(m.event);
   for (cudaEvent_t e : job->captured) events_.give(e);
   pinned_.give(job->host);

@@ -72,10 +72,17 @@ class DeviceSet {
   void start_threads();
 
   void prepare(Job* job);
+  void exchange_splits(Job* job, size_t row_bytes);
   void capture_ready_events(Job* job);
   void launch(Job* job);
   Status run_step(Job* job, const Step& step);
   Status run_host_step(Job* job, const Step& step);
+  // What a job copies between the device and its pinned host buffer.
+  struct HostCopy {
+    void* device;
+    size_t bytes;
+  };
+  HostCopy host_copy(const Job& job) const;
   Status take_host_buffer(Job* job);
   Status mark(Job* job, cudaEvent_t* out = nullptr);
 
@@ -87,10 +94,11 @@ class DeviceSet {
   // A fresh anchor, or null with the reason in *why. The `first` one waits for slow events.
   std::shared_ptr<AnchorEvent> calibrate_anchor(bool first, std::string* why);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;   // this set's duplicate of the runtime's data communicator
-  MPI_Comm host_ = MPI_COMM_NULL;   // the worker's: staging and cross-node MPI collectives
-  MPI_Comm local_ = MPI_COMM_NULL;  // ranks on this node (hierarchical)
-  MPI_Comm cross_ = MPI_COMM_NULL;  // ranks with this local rank on every node (hierarchical)
+  MPI_Comm comm_ = MPI_COMM_NULL;    // this set's duplicate of the runtime's data communicator
+  MPI_Comm host_ = MPI_COMM_NULL;    // the worker's: staging and cross-node MPI collectives
+  MPI_Comm local_ = MPI_COMM_NULL;   // ranks on this node (hierarchical)
+  MPI_Comm cross_ = MPI_COMM_NULL;   // ranks with this local rank on every node (hierarchical)
+  MPI_Comm counts_ = MPI_COMM_NULL;  // the background thread's: alltoall's row counts, at enqueue
   int device_;
   const Clock* clock_;
   Deliver deliver_;

@@ -90,6 +90,24 @@ void DeviceSet::launch(Job* job) {
   done_cv_.notify_one();
 }
 
+DeviceSet::HostCopy DeviceSet::host_copy(const Job& job) const {
+  const OpType op = job.response.op;
+  auto* work = static_cast<char*>(job.work);
+  if (mode_ == GpuMode::kNcclHierarchical && op == OpType::kAllreduce) {
+    const Shard shard = shard_of(job.work_bytes, local_rank_, local_size_);
+    return {work + shard.offset, shard.bytes};
+  }
+  if (op != OpType::kAllgather && op != OpType::kReducescatter && op != OpType::kAlltoall) {
+    return {work, job.work_bytes};
+  }
+  // Ops whose result goes to the handle's host output. Staged: the whole tensor goes to the host
+  // collective (nothing of a tensor this rank cannot use); NCCL: the device result comes back.
+  if (mode_ == GpuMode::kMpiStaging) {
+    return {job.entries[0]->view.data, job.skip_user_memory ? 0 : job.work_bytes};
+  }
+  return {job.output, job.result_bytes};
+}
+
 Status DeviceSet::take_host_buffer(Job* job) {
   const Response& r = job->response;
   const bool needed = std::any_of(job->steps.begin(), job->steps.end(), [](const Step& step) {
@@ -97,12 +115,7 @@ Status DeviceSet::take_host_buffer(Job* job) {
            step.action == Action::kCopyFromHost;
   });
   if (!needed) return Status::Ok();
-  size_t bytes = job->work_bytes;
-  if (mode_ == GpuMode::kNcclHierarchical && r.op == OpType::kAllreduce) {
-    bytes = shard_of(job->work_bytes, local_rank_, local_size_).bytes;
-  } else if (r.op == OpType::kAllgather && mode_ != GpuMode::kMpiStaging) {
-    bytes = job->gather.bytes;
-  }
+  const size_t bytes = host_copy(*job).bytes;
   cudaError_t rc = cudaSuccess;
   job->host = pinned_.take(std::max<size_t>(bytes, 1), &rc);
   return cuda_status(rc, "cudaMallocHost (staging buffer)", r);
@@ -123,7 +136,13 @@ Status DeviceSet::run_step(Job* job, const Step& step) {
       if (job->skip_user_memory) break;
       if (step.action == Action::kPack) {
         std::vector<const void*> src;
-        for (TensorEntry* e : job->entries) src.push_back(e->view.data);
+        if (r.op == OpType::kReducescatter) {  // each rank's rows into its block
+          for (size_t from : job->scatter.sources) {
+            src.push_back(static_cast<const char*>(job->entries[0]->view.data) + from);
+          }
+        } else {
+          for (TensorEntry* e : job->entries) src.push_back(e->view.data);
+        }
         crc = batched_copy(pack_copies(job->layout, src, work), stream_);
       } else {
         std::vector<void*> dst;
@@ -164,6 +183,36 @@ Status DeviceSet::run_step(Job* job, const Step& step) {
       if (nrc == ncclSuccess) nrc = end;
       break;
     }
+    case Action::kNcclReduceScatterBlocks:
+      // Every rank's block -> this rank's, reduced, in a device output of one block.
+      call = "ncclReduceScatter";
+      if (job->scatter.block == 0) break;
+      crc = memory_.allocate(&job->output, job->scatter.block, stream_);
+      if (crc == cudaSuccess && job->scatter.block >= elem) {
+        nrc = ncclReduceScatter(work, job->output, job->scatter.block / elem, nccl_dtype(r.dtype),
+                                nccl_op(r.reduce_op), nccl_->get(), stream_);
+      }
+      break;
+    case Action::kNcclAlltoall: {
+      call = "ncclSend/ncclRecv (alltoall)";
+      crc = memory_.allocate(&job->output, job->gather.bytes, stream_);
+      if (crc != cudaSuccess) break;
+      auto* out = static_cast<char*>(job->output);
+      nrc = ncclGroupStart();
+      for (int q = 0; q < size_ && nrc == ncclSuccess; ++q) {
+        if (job->sends.sizes[q] > 0) {
+          nrc = ncclSend(work + job->sends.offsets[q], job->sends.sizes[q], ncclUint8, q,
+                         nccl_->get(), stream_);
+        }
+        if (nrc == ncclSuccess && job->gather.sizes[q] > 0) {
+          nrc = ncclRecv(out + job->gather.offsets[q], job->gather.sizes[q], ncclUint8, q,
+                         nccl_->get(), stream_);
+        }
+      }
+      const ncclResult_t end = ncclGroupEnd();
+      if (nrc == ncclSuccess) nrc = end;
+      break;
+    }
     case Action::kNcclReduceScatter:
       call = "ncclReduceScatter";
       if (shard.bytes >= elem) {
@@ -180,22 +229,12 @@ Status DeviceSet::run_step(Job* job, const Step& step) {
       break;
     case Action::kCopyToHost:
     case Action::kCopyFromHost: {
-      const void* device = work;
-      size_t bytes = job->work_bytes;
-      if (mode_ == GpuMode::kNcclHierarchical && r.op == OpType::kAllreduce) {
-        device = work + shard.offset;
-        bytes = shard.bytes;
-      } else if (r.op == OpType::kAllgather) {
-        device = mode_ == GpuMode::kMpiStaging ? job->entries[0]->view.data : job->output;
-        bytes = mode_ == GpuMode::kMpiStaging ? job->work_bytes : job->gather.bytes;
-        if (job->skip_user_memory && mode_ == GpuMode::kMpiStaging) bytes = 0;
-      }
+      const auto [device, bytes] = host_copy(*job);
       call = "cudaMemcpyAsync";
       if (bytes > 0 && step.action == Action::kCopyToHost) {
         crc = cudaMemcpyAsync(job->host, device, bytes, cudaMemcpyDeviceToHost, stream_);
       } else if (bytes > 0) {
-        crc = cudaMemcpyAsync(const_cast<void*>(device), job->host, bytes, cudaMemcpyHostToDevice,
-                              stream_);
+        crc = cudaMemcpyAsync(device, job->host, bytes, cudaMemcpyHostToDevice, stream_);
       }
       if (crc == cudaSuccess && job->output != nullptr) {
         // Freed in stream order: after the copy above, without waiting for it.
@@ -262,7 +301,11 @@ Status DeviceSet::run_host_step(Job* job, const Step& step) {
       s = host_mpi_->execute(hr, {&host}, &log);
       break;
     case Action::kMpiAllgather:
+    case Action::kMpiReducescatter:
+    case Action::kMpiAlltoall:
+      // The host collective writes the result (and alltoall's received counts) into the handle.
       host.view.shape = job->entries[0]->view.shape;
+      host.splits = job->entries[0]->splits;
       if (!job->skip_user_memory) host.handle = job->entries[0]->handle;
       s = host_mpi_->execute(hr, {&host}, &log);
       break;

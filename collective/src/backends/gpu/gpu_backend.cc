@@ -46,7 +46,8 @@ void GpuBackend::enqueue(const Response& response, const std::vector<TensorEntry
     ++enqueued_;
   }
   const bool moves_data = response.op == OpType::kAllreduce || response.op == OpType::kAllgather ||
-                          response.op == OpType::kBroadcast;
+                          response.op == OpType::kBroadcast ||
+                          response.op == OpType::kReducescatter || response.op == OpType::kAlltoall;
   if (!moves_data || entries.empty()) {
     GpuCompletion c;
     c.response = response;

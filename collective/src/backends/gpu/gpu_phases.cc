@@ -31,7 +31,11 @@ const char* action_name(Action action) {
                                            "copy-from-host",
                                            "mpi-allreduce",
                                            "mpi-broadcast",
-                                           "mpi-allgather"};
+                                           "mpi-allgather",
+                                           "nccl-reduce-scatter-blocks",
+                                           "nccl-alltoall",
+                                           "mpi-reducescatter",
+                                           "mpi-alltoall"};
   const auto i = static_cast<size_t>(action);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }
@@ -103,6 +107,27 @@ std::vector<Step> allgather_steps(GpuMode mode) {
   return {{Action::kNcclAllgather, Phase::kNcclAllgather, false}, kToHost};
 }
 
+// Reducescatter and alltoall return their results in the handle's host output (as allgather
+// does), so the NCCL plans end with a copy into pinned host memory, and the staged ones copy the
+// whole tensor to the host and run the host backend's collective there.
+std::vector<Step> reducescatter_steps(GpuMode mode, bool packed) {
+  if (mode == GpuMode::kMpiStaging) {
+    return {kToHost, {Action::kMpiReducescatter, Phase::kMpiReducescatter, true}};
+  }
+  std::vector<Step> s;
+  if (packed) s.push_back(kPackStep);
+  s.push_back({Action::kNcclReduceScatterBlocks, Phase::kNcclReducescatter, false});
+  s.push_back(kToHost);
+  return s;
+}
+
+std::vector<Step> alltoall_steps(GpuMode mode) {
+  if (mode == GpuMode::kMpiStaging) {
+    return {kToHost, {Action::kMpiAlltoall, Phase::kMpiAlltoall, true}};
+  }
+  return {{Action::kNcclAlltoall, Phase::kNcclAlltoall, false}, kToHost};
+}
+
 }  // namespace
 
 std::vector<Step> plan_steps(const PlanInput& in) {
@@ -113,6 +138,10 @@ std::vector<Step> plan_steps(const PlanInput& in) {
       return broadcast_steps(in.mode, in.fused, in.root);
     case OpType::kAllgather:
       return allgather_steps(in.mode);
+    case OpType::kReducescatter:
+      return reducescatter_steps(in.mode, in.packed);
+    case OpType::kAlltoall:
+      return alltoall_steps(in.mode);
     default:
       return {};
   }

@@ -33,6 +33,12 @@ enum class Action : uint8_t {
   kMpiAllreduce,         // on the host buffer (average divides after the sum)
   kMpiBroadcast,         // on the host buffer
   kMpiAllgather,         // host buffer -> the handle's output
+  // Reducescatter over every rank of the set: the equal blocks of plan_scatter (the tensor, or
+  // the fusion buffer it was packed into) -> this rank's reduced block in a device output.
+  kNcclReduceScatterBlocks,
+  kNcclAlltoall,      // grouped ncclSend/ncclRecv per rank: the tensor -> a device output
+  kMpiReducescatter,  // host buffer -> the handle's output
+  kMpiAlltoall,       // host buffer -> the handle's output (exchanges the row counts first)
 };
 const char* action_name(Action action);
 // Whether every rank of the set takes part (NCCL and MPI calls), as against this rank's copies.
@@ -49,6 +55,9 @@ struct PlanInput {
   GpuMode mode = GpuMode::kNccl;
   bool fused = false;  // more than one tensor in the response
   bool root = false;   // broadcast: this rank is the root
+  // Reducescatter: the rows do not split evenly among the ranks, so they are packed into equal
+  // blocks first (plan_scatter).
+  bool packed = false;
 };
 
 // The ordered steps. Every rank gets the same collective steps in the same order; the copies

@@ -51,6 +51,7 @@ enum class Phase : uint8_t {
   // rank, then the dot products, norms and scaled sum of the pair.
   kAdasumExchange,
   kAdasumCombine,
+  kNcclAlltoall,  // an alltoall of device memory: grouped ncclSend/ncclRecv
   kCount
 };
 
