@@ -1,6 +1,7 @@
 // Operation, Work and Completer; see operation.h.
 #include "operation.h"
 
+#include <c10/core/StreamGuard.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
@@ -9,13 +10,34 @@
 #include <utility>
 
 namespace ranktime::c10d {
+namespace {
 
-Operation::Operation(std::string call, std::string name, std::vector<at::Tensor> outputs)
+// A CUDA call's future knows its device, as NCCL's and gloo's do: markCompleted() records an event
+// on the device's current stream (complete() makes that the submission stream), and wait() and
+// then()'s callbacks make their own streams wait on it. DDP's reducer relies on this.
+c10::intrusive_ptr<c10::ivalue::Future> make_future(c10::Device device) {
+  std::vector<c10::Device> devices;
+  if (device.is_cuda()) devices.push_back(device);
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                  std::move(devices));
+}
+
+}  // namespace
+
+Operation::Operation(std::string call, std::string name, std::vector<at::Tensor> outputs,
+                     c10::Device device)
     : call_(std::move(call)),
       name_(std::move(name)),
       outputs_(std::move(outputs)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+      order_(device.is_cuda() ? std::make_unique<StreamOrder>(device) : nullptr),
+      future_(make_future(device)) {}
+
+TensorView Operation::placed(TensorView view) {
+  if (order_) {
+    view.device = order_->stream().device_index();
+    view.ready_event = order_->ready_event();
+  }
+  return view;
 }
 
 bool Operation::ready() const {
@@ -26,9 +48,17 @@ bool Operation::ready() const {
 }
 
 void Operation::complete() {
+  // Results copied into the caller's CUDA tensors (finish steps) are copied on the stream the call
+  // was submitted on, after the caller's earlier work on them; the future's event is recorded
+  // there too.
+  c10::OptionalStreamGuard on_submission_stream;
+  if (order_) on_submission_stream.reset_stream(order_->stream());
   bool completed_here = false;
   std::call_once(once_, [&] {
     std::exception_ptr error;
+    // A CUDA tensor's handle completes only after ranktime's GPU path has finished its device work
+    // (its completion thread waits for the job's last event on the CPU): in-place results are in
+    // device memory by now, visible to any stream torch runs later, so they need no event of ours.
     for (const Handle& h : handles_) {
       Status status = h.wait();
       if (!status.ok() && !error) {
@@ -44,7 +74,9 @@ void Operation::complete() {
       error = std::current_exception();
     }
     finish_.clear();
-    buffers_.clear();  // the runtime is done with them
+    // The runtime is done with them. A CUDA buffer was allocated on the submission stream, where
+    // the caching allocator reuses it only after the finish steps' copies from it.
+    buffers_.clear();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       done_ = true;
@@ -102,7 +134,14 @@ bool Work::wait(std::chrono::milliseconds timeout) {
                 "' did not complete within ", timeout.count(), " ms");
   }
   if (std::exception_ptr error = op_->error()) std::rethrow_exception(error);
+  synchronize();
   return true;
+}
+
+void Work::synchronize() {
+  // Returns at once for host tensors (the future has no events); waits for completion first when
+  // called before it.
+  op_->future()->wait();
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() { return op_->future(); }

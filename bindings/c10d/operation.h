@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "ranktime/ranktime.h"
+#include "stream_order.h"
 
 namespace ranktime::c10d {
 
@@ -29,14 +31,20 @@ class Operation {
   using Finish = std::function<void(const std::vector<Handle>&)>;
 
   // `call`: the torch.distributed call ("allreduce"), `name`: the tensor name in ranktime, for
-  // messages; `outputs`: what Work::result() and the future's value hold.
-  Operation(std::string call, std::string name, std::vector<at::Tensor> outputs);
+  // messages; `outputs`: what Work::result() and the future's value hold; `device`: where the
+  // call's tensors are (call_device()). Made on the thread that submits the call: a CUDA device's
+  // current stream is taken from it.
+  Operation(std::string call, std::string name, std::vector<at::Tensor> outputs,
+            c10::Device device);
 
   // Set-up, before the operation is handed to the completer.
   void add(Handle handle) { handles_.push_back(std::move(handle)); }
   void keep(at::Tensor buffer) { buffers_.push_back(std::move(buffer)); }
   // Steps run in order once every handle has succeeded.
   void on_success(Finish finish) { finish_.push_back(std::move(finish)); }
+  // `view` (of a buffer this operation keeps) on the call's device: for a CUDA device, its ordinal
+  // and the ready event (StreamOrder), recorded at the first call; make every buffer first.
+  TensorView placed(TensorView view);
 
   const std::string& call() const { return call_; }
   const std::string& name() const { return name_; }
@@ -60,6 +68,9 @@ class Operation {
   std::vector<Handle> handles_;
   std::vector<at::Tensor> buffers_;  // memory the runtime reads and writes until completion
   std::vector<Finish> finish_;
+  // CUDA calls only. Kept until the operation is destroyed, after its handles have completed:
+  // the runtime may wait on the ready event until then.
+  std::unique_ptr<StreamOrder> order_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 
   std::once_flag once_;
@@ -78,7 +89,9 @@ class Work : public ::c10d::Work {
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
   std::vector<at::Tensor> result() override;
-  void synchronize() override {}  // host memory: nothing to order on a stream
+  // Makes the caller's current stream wait for the results' last writes (the future's events);
+  // nothing for host tensors. wait() does this too.
+  void synchronize() override;
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 

@@ -1,6 +1,10 @@
 // ProcessGroupRanktime: each c10d call becomes one or more ranktime operations under a name from
-// CallNames; results reach the caller's tensors in place or through a finish step.
+// CallNames; results reach the caller's tensors in place or through a finish step. A call's
+// tensors are all on the CPU (ranktime's host path) or all on one CUDA device (its GPU path,
+// ordered after torch's current stream; reducescatter and alltoall staged through host memory).
 #include "process_group.h"
+
+#include "call_device.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -79,15 +83,32 @@ ReduceOp to_ranktime(const ::c10d::ReduceOp& op, const char* call) {
               " is not supported (SUM, AVG, MIN, MAX, PRODUCT are)");
 }
 
-// The checks every tensor handed to the runtime passes: dense, in host memory, a ranktime dtype.
+// The checks every tensor handed to the runtime passes: dense, a ranktime dtype. Where it is, is
+// the call's business (call_device()).
 void check_tensor(const at::Tensor& t, const char* call) {
   TORCH_CHECK(t.defined(), "ranktime: ", call, ": undefined tensor");
   TORCH_CHECK(t.layout() == at::kStrided, "ranktime: ", call,
               ": only dense tensors are supported, not ", t.layout());
-  TORCH_CHECK(t.device().is_cpu(), "ranktime: ", call, ": tensor on ", t.device(),
-              "; the ranktime backend takes host (CPU) tensors");
   to_ranktime(t.scalar_type(), call);
 }
+
+// A lone tensor of a call, and a list's tensors, for call_device().
+TensorPlace place(const char* what, const at::Tensor& t) { return {what, -1, t.device()}; }
+
+// (`before`, the call's other tensors, first.)
+std::vector<TensorPlace> places(const char* what, const std::vector<at::Tensor>& tensors,
+                                std::vector<TensorPlace> before = {}) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    before.push_back({what, static_cast<int>(i), tensors[i].device()});
+  }
+  return before;
+}
+
+// The runtime's GPU path has no reducescatter or alltoall (docs/gpu.md), so their CUDA inputs go
+// through host memory: copied here on torch's current stream (the copy waits for it), and the
+// result reaches the CUDA output through the finish step's copy. A host input stays where it is
+// (copied only where it is not contiguous).
+at::Tensor staged_on_host(const at::Tensor& input) { return input.to(at::kCPU).contiguous(); }
 
 void check_one(const std::vector<at::Tensor>& tensors, const char* call) {
   TORCH_CHECK(tensors.size() == 1, "ranktime: ", call, " takes one tensor per call, got ",
@@ -154,13 +175,14 @@ void on_output(Operation& op, size_t bytes, std::function<void(const Handle&)> t
 }
 
 // Allgathers `input` (every rank's the same shape) and hands the result to `take`.
+// On a CUDA device the GPU path gathers into the handle's host output too (docs/gpu.md).
 void add_allgather(Operation& op, const at::Tensor& input, int size,
                    std::function<void(const std::byte* bytes, size_t per_rank)> take) {
   at::Tensor buffer = input.contiguous();
   // One row per rank: the runtime checks that every rank's shape is this one.
   std::vector<int64_t> shape{1};
   for (int64_t d : buffer.sizes()) shape.push_back(d);
-  op.add(allgather_async(view_of(buffer, shape), op.name()));
+  op.add(allgather_async(op.placed(view_of(buffer, shape)), op.name()));
   op.keep(buffer);
   const size_t per_rank = buffer.nbytes();
   on_output(op, per_rank * size, [take = std::move(take), per_rank](const Handle& h) {
@@ -168,15 +190,16 @@ void add_allgather(Operation& op, const at::Tensor& input, int size,
   });
 }
 
-// Reduces every rank's `input` (contiguous: `size` parts of `output`'s shape, rank r's share of
-// the result from part r) and copies this rank's share into `output`.
+// Reduces every rank's `input` (`size` parts of `output`'s shape, rank r's share of the result
+// from part r) and copies this rank's share into `output`.
 void add_reducescatter(Operation& op, const at::Tensor& input, const at::Tensor& output, int size,
                        ReduceOp reduce) {
+  at::Tensor buffer = staged_on_host(input);
   // One row per rank, so that the runtime's split of dimension 0 gives rank r part r.
   std::vector<int64_t> shape{size};
   for (int64_t d : output.sizes()) shape.push_back(d);
-  op.add(reducescatter_async(view_of(input, shape), op.name(), reduce));
-  op.keep(input);
+  op.add(reducescatter_async(view_of(buffer, shape), op.name(), reduce));
+  op.keep(buffer);
   on_output(op, output.nbytes(), [output](const Handle& h) mutable {
     output.copy_(from_bytes(h.output().data(), output.sizes(), output.scalar_type()));
   });
@@ -189,7 +212,7 @@ void add_reducescatter(Operation& op, const at::Tensor& input, const at::Tensor&
 void add_alltoall(Operation& op, const at::Tensor& input, const std::vector<int64_t>& splits,
                   std::vector<int64_t> expected, const char* unit, const char* expected_by,
                   std::function<void(const std::byte* rows)> take) {
-  at::Tensor buffer = input.contiguous();
+  at::Tensor buffer = staged_on_host(input);
   std::vector<int32_t> sent;
   for (int64_t rows : splits) {
     TORCH_CHECK(rows <= std::numeric_limits<int32_t>::max(), "ranktime: ", op.call(), ": ", rows,
@@ -297,9 +320,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allreduce(
     std::vector<at::Tensor>& tensors, const ::c10d::AllreduceOptions& opts) {
   check_one(tensors, "all_reduce");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "all_reduce");
+  const c10::Device device = call_device("all_reduce", {place("tensor", tensors[0])});
   std::string name = next_name("all_reduce", tensors);
-  auto op = std::make_shared<Operation>("all_reduce", name, tensors);
-  op->add(allreduce_async(view_of(in_place_buffer(*op, tensors[0])), name, reduce));
+  auto op = std::make_shared<Operation>("all_reduce", name, tensors, device);
+  op->add(allreduce_async(op->placed(view_of(in_place_buffer(*op, tensors[0]))), name, reduce));
   return start(std::move(op), OpType::ALLREDUCE);
 }
 
@@ -307,12 +331,14 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) {
   for (const at::Tensor& t : tensors) check_tensor(t, "all_reduce_coalesced");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "all_reduce_coalesced");
+  const c10::Device device = call_device("all_reduce_coalesced", places("tensor", tensors));
   std::string name = next_name("all_reduce_coalesced", tensors);
-  auto op = std::make_shared<Operation>("all_reduce_coalesced", name, tensors);
+  auto op = std::make_shared<Operation>("all_reduce_coalesced", name, tensors, device);
   // One group: negotiated once, fused per dtype, and failed as a whole (no tensor reduced while
   // another is not) when the ranks disagree about any tensor.
   std::vector<TensorView> views;
   for (const at::Tensor& t : tensors) views.push_back(view_of(in_place_buffer(*op, t)));
+  for (TensorView& view : views) view = op->placed(std::move(view));  // after every buffer's copy
   if (!views.empty()) {
     for (Handle& h : grouped_allreduce_async(views, name, reduce)) op->add(std::move(h));
   }
@@ -326,9 +352,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::broadcast(
               opts.rootRank, " is not a rank of the group (size ", size_, ")");
   TORCH_CHECK(opts.rootTensor == 0, "ranktime: broadcast: rootTensor must be 0, got ",
               opts.rootTensor);
+  const c10::Device device = call_device("broadcast", {place("tensor", tensors[0])});
   std::string name = next_name("broadcast", tensors);
-  auto op = std::make_shared<Operation>("broadcast", name, tensors);
-  op->add(broadcast_async(view_of(in_place_buffer(*op, tensors[0])),
+  auto op = std::make_shared<Operation>("broadcast", name, tensors, device);
+  op->add(broadcast_async(op->placed(view_of(in_place_buffer(*op, tensors[0]))),
                           static_cast<int>(opts.rootRank), name));
   return start(std::move(op), OpType::BROADCAST);
 }
@@ -344,8 +371,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::allgather(
   TORCH_CHECK(slots.size() == static_cast<size_t>(size_), "ranktime: all_gather: ", slots.size(),
               " output tensors for ", size_, " ranks");
   for (const at::Tensor& slot : slots) check_like(slot, input, "all_gather", "an output tensor");
+  const c10::Device device =
+      call_device("all_gather", places("output", slots, {place("input", input)}));
   std::string name = next_name("all_gather", inputs);
-  auto op = std::make_shared<Operation>("all_gather", name, slots);
+  auto op = std::make_shared<Operation>("all_gather", name, slots, device);
   add_allgather(*op, input, size_,
                 [slots, sizes = input.sizes().vec(), type = input.scalar_type()](
                     const std::byte* bytes, size_t per_rank) mutable {
@@ -365,10 +394,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::_allgather_base(
       "ranktime: all_gather_into_tensor: the output must be ", size_, " times the input (",
       torch_dtype_name(input.scalar_type()), ", ", input.numel() * size_, " elements), got ",
       torch_dtype_name(output.scalar_type()), " with ", output.numel());
+  const c10::Device device =
+      call_device("all_gather_into_tensor", {place("input", input), place("output", output)});
   std::vector<at::Tensor> inputs{input};
   std::string name = next_name("all_gather_into_tensor", inputs);
-  auto op =
-      std::make_shared<Operation>("all_gather_into_tensor", name, std::vector<at::Tensor>{output});
+  auto op = std::make_shared<Operation>("all_gather_into_tensor", name,
+                                        std::vector<at::Tensor>{output}, device);
   add_allgather(*op, input, size_,
                 [output, type = input.scalar_type()](const std::byte* bytes, size_t) mutable {
                   output.copy_(from_bytes(bytes, output.sizes(), type));
@@ -388,11 +419,13 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::reduce_scatter(
   at::Tensor output = outputs[0];
   for (const at::Tensor& part : parts) check_like(part, output, "reduce_scatter", "an input");
   ReduceOp reduce = to_ranktime(opts.reduceOp, "reduce_scatter");
+  const c10::Device device =
+      call_device("reduce_scatter", places("input", parts, {place("output", output)}));
   std::string name = next_name("reduce_scatter", parts);
   // The parts laid end to end, as all_to_all lays its inputs: rank r gets part r's reduction.
   std::vector<at::Tensor> flat_parts;
   for (const at::Tensor& part : parts) flat_parts.push_back(part.reshape({-1}));
-  auto op = std::make_shared<Operation>("reduce_scatter", name, outputs);
+  auto op = std::make_shared<Operation>("reduce_scatter", name, outputs, device);
   add_reducescatter(*op, at::cat(flat_parts), output, size_, reduce);
   return start(std::move(op), OpType::REDUCE_SCATTER);
 }
@@ -407,11 +440,13 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::_reduce_scatter_base(
       torch_dtype_name(output.scalar_type()), ", ", output.numel() * size_, " elements), got ",
       torch_dtype_name(input.scalar_type()), " with ", input.numel());
   ReduceOp reduce = to_ranktime(opts.reduceOp, "reduce_scatter_tensor");
+  const c10::Device device =
+      call_device("reduce_scatter_tensor", {place("input", input), place("output", output)});
   std::vector<at::Tensor> inputs{input};
   std::string name = next_name("reduce_scatter_tensor", inputs);
-  auto op =
-      std::make_shared<Operation>("reduce_scatter_tensor", name, std::vector<at::Tensor>{output});
-  add_reducescatter(*op, input.contiguous(), output, size_, reduce);
+  auto op = std::make_shared<Operation>("reduce_scatter_tensor", name,
+                                        std::vector<at::Tensor>{output}, device);
+  add_reducescatter(*op, input, output, size_, reduce);
   return start(std::move(op), OpType::_REDUCE_SCATTER_BASE);
 }
 
@@ -426,7 +461,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::barrier(const ::c10d::Bar
     }
   }
   for (auto& op : earlier) op->complete();
-  auto op = std::make_shared<Operation>("barrier", "ranktime.barrier", std::vector<at::Tensor>{});
+  auto op = std::make_shared<Operation>("barrier", "ranktime.barrier", std::vector<at::Tensor>{},
+                                        c10::Device(c10::kCPU));
   if (!status.ok()) {
     op->on_success([message = status.message()](const std::vector<Handle>&) {
       throw std::runtime_error("ranktime: barrier failed: " + message);
@@ -475,9 +511,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::alltoall_base(
       rows_per_rank(input_split_sizes, input, size_, call, "input_split_sizes");
   std::vector<int64_t> receives =
       rows_per_rank(output_split_sizes, output, size_, call, "output_split_sizes");
+  const c10::Device device = call_device(call, {place("input", input), place("output", output)});
   std::vector<at::Tensor> inputs{input};
   std::string name = next_name(call, inputs);
-  auto op = std::make_shared<Operation>(call, name, std::vector<at::Tensor>{output});
+  auto op = std::make_shared<Operation>(call, name, std::vector<at::Tensor>{output}, device);
   add_alltoall(*op, input, sends, receives, "rows",
                output_split_sizes.empty() ? "the output's even split" : "output_split_sizes",
                [output](const std::byte* rows) mutable {
@@ -504,8 +541,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupRanktime::alltoall(std::vector<at::
     receives.push_back(outputs[r].numel());
     flat_inputs.push_back(inputs[r].reshape({-1}));
   }
+  const c10::Device device = call_device(call, places("output", outputs, places("input", inputs)));
   std::string name = next_name(call, inputs);
-  auto op = std::make_shared<Operation>(call, name, outputs);
+  auto op = std::make_shared<Operation>(call, name, outputs, device);
   add_alltoall(
       *op, at::cat(flat_inputs), sends, receives, "elements", "the output tensors' sizes",
       [outputs](const std::byte* elements) mutable {

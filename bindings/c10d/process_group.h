@@ -1,5 +1,6 @@
 // ProcessGroupRanktime: the torch.distributed backend "ranktime", a c10d ProcessGroup whose
-// collectives are ranktime's (negotiated, fused, and recorded in the timeline). Host tensors.
+// collectives are ranktime's (negotiated, fused, and recorded in the timeline). Host tensors, or
+// CUDA tensors (one device per call) on ranktime's GPU path.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

@@ -455,6 +455,20 @@ def test_all_gather_checks_outputs_locally():
         dist.all_gather([torch.zeros(3) for _ in range(size())], torch.zeros(2))
 
 
+# "meta" stands in for a device this CPU-only torch has no backend for: the checks run before any
+# tensor is read. Two supported devices that differ (cpu and cuda:0) are test_call_device.cc's;
+# test_cuda.py runs the CUDA path itself where there is a GPU. (torch's dispatcher refuses a meta
+# all_reduce or broadcast before the backend sees it.)
+def test_a_call_names_which_of_its_tensors_is_on_another_device_type():
+    outputs = [torch.zeros(2) for _ in range(size())]
+    outputs[1] = torch.zeros(2, device="meta")
+    with pytest.raises(RuntimeError, match=r"ranktime: all_gather: output 1 is on meta"):
+        dist.all_gather(outputs, torch.zeros(2))
+    with pytest.raises(RuntimeError, match=r"ranktime: reduce_scatter_tensor: input is on meta; the "
+                                           r"ranktime backend takes CPU and CUDA tensors"):
+        dist.reduce_scatter_tensor(torch.zeros(2), torch.zeros(2 * size(), device="meta"))
+
+
 def test_a_group_of_every_rank_has_its_own_names():
     everyone = dist.new_group(ranks=list(range(size())))
     x = torch.full((2,), float(rank()))
