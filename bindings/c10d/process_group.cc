@@ -1,7 +1,7 @@
 // ProcessGroupRanktime: each c10d call becomes one or more ranktime operations under a name from
 // CallNames; results reach the caller's tensors in place or through a finish step. A call's
 // tensors are all on the CPU (ranktime's host path) or all on one CUDA device (its GPU path,
-// ordered after torch's current stream; reducescatter and alltoall staged through host memory).
+// ordered after torch's current stream).
 #include "process_group.h"
 
 #include "call_device.h"
@@ -104,12 +104,6 @@ std::vector<TensorPlace> places(const char* what, const std::vector<at::Tensor>&
   return before;
 }
 
-// The runtime's GPU path has no reducescatter or alltoall (docs/gpu.md), so their CUDA inputs go
-// through host memory: copied here on torch's current stream (the copy waits for it), and the
-// result reaches the CUDA output through the finish step's copy. A host input stays where it is
-// (copied only where it is not contiguous).
-at::Tensor staged_on_host(const at::Tensor& input) { return input.to(at::kCPU).contiguous(); }
-
 void check_one(const std::vector<at::Tensor>& tensors, const char* call) {
   TORCH_CHECK(tensors.size() == 1, "ranktime: ", call, " takes one tensor per call, got ",
               tensors.size());
@@ -175,7 +169,8 @@ void on_output(Operation& op, size_t bytes, std::function<void(const Handle&)> t
 }
 
 // Allgathers `input` (every rank's the same shape) and hands the result to `take`.
-// On a CUDA device the GPU path gathers into the handle's host output too (docs/gpu.md).
+// On a CUDA device the GPU path gathers into the handle's host output too (docs/gpu.md), as it
+// does reducescatter's and alltoall's results.
 void add_allgather(Operation& op, const at::Tensor& input, int size,
                    std::function<void(const std::byte* bytes, size_t per_rank)> take) {
   at::Tensor buffer = input.contiguous();
@@ -194,11 +189,11 @@ void add_allgather(Operation& op, const at::Tensor& input, int size,
 // from part r) and copies this rank's share into `output`.
 void add_reducescatter(Operation& op, const at::Tensor& input, const at::Tensor& output, int size,
                        ReduceOp reduce) {
-  at::Tensor buffer = staged_on_host(input);
+  at::Tensor buffer = input.contiguous();
   // One row per rank, so that the runtime's split of dimension 0 gives rank r part r.
   std::vector<int64_t> shape{size};
   for (int64_t d : output.sizes()) shape.push_back(d);
-  op.add(reducescatter_async(view_of(buffer, shape), op.name(), reduce));
+  op.add(reducescatter_async(op.placed(view_of(buffer, shape)), op.name(), reduce));
   op.keep(buffer);
   on_output(op, output.nbytes(), [output](const Handle& h) mutable {
     output.copy_(from_bytes(h.output().data(), output.sizes(), output.scalar_type()));
@@ -212,14 +207,14 @@ void add_reducescatter(Operation& op, const at::Tensor& input, const at::Tensor&
 void add_alltoall(Operation& op, const at::Tensor& input, const std::vector<int64_t>& splits,
                   std::vector<int64_t> expected, const char* unit, const char* expected_by,
                   std::function<void(const std::byte* rows)> take) {
-  at::Tensor buffer = staged_on_host(input);
+  at::Tensor buffer = input.contiguous();
   std::vector<int32_t> sent;
   for (int64_t rows : splits) {
     TORCH_CHECK(rows <= std::numeric_limits<int32_t>::max(), "ranktime: ", op.call(), ": ", rows,
                 " ", unit, " to one rank; ranktime's alltoall sends at most 2^31 - 1 to each");
     sent.push_back(static_cast<int32_t>(rows));
   }
-  op.add(alltoall_async(view_of(buffer), sent, op.name()));
+  op.add(alltoall_async(op.placed(view_of(buffer)), sent, op.name()));
   op.keep(buffer);
   int64_t rows = 0;
   for (int64_t r : expected) rows += r;

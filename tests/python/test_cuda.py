@@ -70,7 +70,7 @@ def test_collectives_of_cuda_tensors_are_exact():
     dist.all_gather(gathered, values)
     assert torch.equal(gathered[0], values) and gathered[0].device == DEVICE
     out = torch.empty_like(values)
-    dist.reduce_scatter_tensor(out, values)  # staged through host memory
+    dist.reduce_scatter_tensor(out, values)  # the GPU path: NCCL reduce-scatter
     assert torch.equal(out, values) and out.device == DEVICE
     work = dist.all_reduce(t, async_op=True)
     assert torch.equal(work.get_future().wait()[0], values.t())

@@ -72,7 +72,10 @@ void DeviceSet::launch(Job* job) {
   auto can_take_part = [job](const Step& step) {
     if (!is_collective(step.action)) return false;
     if (step.on_host) return job->host != nullptr;
-    return job->work != nullptr || job->response.op == OpType::kAllgather;
+    // Ops with a device output allocate it in their step; an empty tensor has no memory.
+    const OpType op = job->response.op;
+    return job->work != nullptr || op == OpType::kAllgather || op == OpType::kReducescatter ||
+           op == OpType::kAlltoall;
   };
   for (const Step& step : job->steps) {
     if (!s.ok() && !can_take_part(step)) continue;
@@ -103,7 +106,7 @@ DeviceSet::HostCopy DeviceSet::host_copy(const Job& job) const {
   // Ops whose result goes to the handle's host output. Staged: the whole tensor goes to the host
   // collective (nothing of a tensor this rank cannot use); NCCL: the device result comes back.
   if (mode_ == GpuMode::kMpiStaging) {
-    return {job.entries[0]->view.data, job.skip_user_memory ? 0 : job.work_bytes};
+    return {job.skip_user_memory ? nullptr : job.entries[0]->view.data, job.work_bytes};
   }
   return {job.output, job.result_bytes};
 }
@@ -231,9 +234,11 @@ Status DeviceSet::run_step(Job* job, const Step& step) {
     case Action::kCopyFromHost: {
       const auto [device, bytes] = host_copy(*job);
       call = "cudaMemcpyAsync";
-      if (bytes > 0 && step.action == Action::kCopyToHost) {
+      if (bytes == 0 || device == nullptr) {
+        // Nothing to copy, or memory this rank cannot use: the host step still runs.
+      } else if (step.action == Action::kCopyToHost) {
         crc = cudaMemcpyAsync(job->host, device, bytes, cudaMemcpyDeviceToHost, stream_);
-      } else if (bytes > 0) {
+      } else {
         crc = cudaMemcpyAsync(device, job->host, bytes, cudaMemcpyHostToDevice, stream_);
       }
       if (crc == cudaSuccess && job->output != nullptr) {

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Issue 37's GPU checks in one call of the `device` tool (docs/gpu.md, "Running the GPU checks").
+#
+#   bash scripts/gpu-check.sh prepare   # here, on the VM: fills .gpu/ (git-ignored, < 64 MiB)
+#   bash scripts/gpu-check.sh run       # on the lent machine, with carry [".gpu"]
+#
+# prepare: a Release build of the GPU tests and gpu_bench against this VM's CUDA 13 and NCCL 2.28
+# (.gpu/build), and the Debian packages of the libraries they load that the device image lacks
+# (Open MPI 4.1, ISA-L, libmicrohttpd; .gpu/debs). run: unpacks the packages into /tmp/gpu-root,
+# points Open MPI at that prefix, uses the image's own NCCL (pip's nvidia-nccl) and CUDA runtime,
+# and runs the GPU tests (ctest -R), the pure tests, and gpu_bench; everything goes to
+# $OUT/gpu-check.log (or .gpu/gpu-check.log without $OUT). It exits non-zero when a test failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GPU_DIR=.gpu
+BUILD=$GPU_DIR/build
+
+# Runtime packages of the test binaries (ldd of gpu_api_test) and of mpirun, minus what every
+# Ubuntu/Debian image has (libc, libstdc++, zlib, gnutls).
+DEBS="openmpi-bin openmpi-common libopenmpi3 libhwloc15 libevent-core-2.1-7
+  libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200
+  libnl-route-3-200 libpsm2-2 libpsm-infinipath1 libmunge2 libnuma1 libxnvctrl0
+  ocl-icd-libopencl1 libpciaccess0 libmicrohttpd12 libisal2"
+TARGETS="ranktime_cli test_gpu_pure gpu_backend_test gpu_timing_test gpu_api_test gpu_bench"
+
+prepare() {
+  grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
+  mkdir -p "$GPU_DIR/debs"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRANKTIME_WITH_CUDA=ON \
+    -DRANKTIME_BUILD_PYTHON=OFF -DPython_EXECUTABLE=/usr/bin/python3 \
+    ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} ||
+    return 1
+  # shellcheck disable=SC2086
+  cmake --build "$BUILD" -j"$(nproc)" --target $TARGETS || return 1
+  find "$BUILD" -type f \( -name '*.so' -o -perm -u+x \) -newer CMakeLists.txt \
+    -exec strip --strip-unneeded {} + 2>/dev/null
+  # shellcheck disable=SC2086
+  (cd "$GPU_DIR/debs" && rm -f ./*.deb && apt-get download $DEBS) || return 1
+  pwd >"$GPU_DIR/source-dir"  # CTest files and the tests' data paths are absolute
+  sed -n "s/^MPIEXEC_EXECUTABLE:[A-Z]*=//p" "$BUILD/CMakeCache.txt" >"$GPU_DIR/mpiexec-path"
+  echo "carry: $(du -sh --exclude='*.o' --exclude=CMakeFiles "$GPU_DIR" | cut -f1) in $GPU_DIR" \
+    "(the device tool takes 64 MiB; object files are not needed there)"
+}
+
+run() {
+  local log=${OUT:-$GPU_DIR}/gpu-check.log root=/tmp/gpu-root failed=0
+  exec > >(tee "$log") 2>&1
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  git log -1 --oneline 2>/dev/null || true
+  mkdir -p "$root"
+  for f in "$GPU_DIR"/debs/*.deb; do dpkg -x "$f" "$root"; done
+  local nccl
+  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' \
+    2>/dev/null)
+  export OPAL_PREFIX=$root/usr PATH=$root/usr/bin:$PATH
+  export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu/openmpi/lib:${nccl:+$nccl:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  # The build's absolute paths (CTest files, the ResNet-50 set, mpiexec) made to hold there too.
+  local src mpiexec
+  src=$(cat "$GPU_DIR/source-dir") mpiexec=$(cat "$GPU_DIR/mpiexec-path")
+  if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+  if [ ! -e "$mpiexec" ]; then mkdir -p "$(dirname "$mpiexec")" && ln -s "$root/usr/bin/mpiexec" "$mpiexec"; fi
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
+  echo "== libraries the binaries cannot find (should be none)"
+  ldd "$BUILD"/tests/gpu/gpu_api_test "$BUILD"/bench/gpu_bench | grep 'not found' && failed=1
+  echo "== ctest: pure GPU-path tests, then every GPU test"
+  (cd "$BUILD" && ctest --output-on-failure --timeout 300 \
+    -R '^(EventClock|BestAnchorSample|DeviceFusion|PlanSteps|BuildJobLog)\.|^gpu_') || failed=1
+  echo "== gpu_bench at one rank (NCCL moves nothing at one rank: ranktime's own cost)"
+  mpirun --allow-run-as-root --bind-to none -np 1 "$BUILD"/bench/gpu_bench || failed=1
+  echo "== done: $([ $failed = 0 ] && echo 'every check passed' || echo 'FAILURES above')"
+  return $failed
+}
+
+case "${1:-}" in
+  prepare) prepare ;;
+  run) run ;;
+  *)
+    echo "usage: $0 prepare|run (see the comment at the top)" >&2
+    exit 2
+    ;;
+esac
