@@ -34,12 +34,14 @@ prepare() {
   cmake --build "$BUILD" -j"$(nproc)" --target $TARGETS || return 1
   find "$BUILD" -type f \( -name '*.so' -o -perm -u+x \) -newer CMakeLists.txt \
     -exec strip --strip-unneeded {} + 2>/dev/null
+  # Only what runs travels: objects and archives go (with ccache, the next prepare is quick).
+  find "$BUILD" -type f \( -name '*.o' -o -name '*.a' \) -delete
   # shellcheck disable=SC2086
   (cd "$GPU_DIR/debs" && rm -f ./*.deb && apt-get download $DEBS) || return 1
   pwd >"$GPU_DIR/source-dir"  # CTest files and the tests' data paths are absolute
   sed -n "s/^MPIEXEC_EXECUTABLE:[A-Z]*=//p" "$BUILD/CMakeCache.txt" >"$GPU_DIR/mpiexec-path"
-  echo "carry: $(du -sh --exclude='*.o' --exclude=CMakeFiles "$GPU_DIR" | cut -f1) in $GPU_DIR" \
-    "(the device tool takes 64 MiB; object files are not needed there)"
+  echo "carry: $(du -sh "$GPU_DIR" | cut -f1) in $GPU_DIR (the device tool takes 64 MiB with the" \
+    "working tree)"
 }
 
 run() {
