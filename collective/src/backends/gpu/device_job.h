@@ -38,10 +38,11 @@ struct DeviceSet::Job {
   bool root = false;              // broadcast root
   bool use_fusion = false;        // the working buffer is the device fusion buffer
   bool skip_user_memory = false;  // this rank cannot use its tensors: take part with scratch
-  std::vector<size_t> sizes;      // per entry, bytes
-  FusionLayout layout;            // use_fusion
-  size_t work_bytes = 0;          // what the collective covers: identical on every rank
-  GatherLayout gather;            // allgather
+  bool zeros = false;  // some entries are a joined rank's zeros: scratch, zeroed on the stream
+  std::vector<size_t> sizes;  // per entry, bytes
+  FusionLayout layout;        // use_fusion
+  size_t work_bytes = 0;      // what the collective covers: identical on every rank
+  GatherLayout gather;        // allgather
   std::shared_ptr<AnchorEvent> anchor;
 
   std::vector<cudaEvent_t> ready_events;  // distinct producer events
