@@ -72,6 +72,23 @@ TEST(DeviceFusion, PackAndUnpackCopies) {
   EXPECT_EQ(out.srcs[1], buffer.data() + 256);
 }
 
+// A joined rank's zeros have no memory (null): no copy in or out for them, and the others' copies
+// keep their places in the layout (the zero fill covers the gaps).
+TEST(DeviceFusion, NullTensorsAreAJoinedRanksZerosAndGetNoCopy) {
+  std::vector<char> a(10), c(40);
+  std::vector<char> buffer(1024);
+  FusionLayout l = plan_device_fusion({a.size(), 300, c.size()});
+  CopyBatch in = pack_copies(l, {a.data(), nullptr, c.data()}, buffer.data());
+  ASSERT_EQ(in.count(), 2u);
+  EXPECT_EQ(in.srcs, (std::vector<const void*>{a.data(), c.data()}));
+  EXPECT_EQ(in.dsts[1], buffer.data() + l.offsets[2]);
+  CopyBatch out = unpack_copies(l, {a.data(), nullptr, c.data()}, buffer.data());
+  ASSERT_EQ(out.count(), 2u);
+  EXPECT_EQ(out.dsts, (std::vector<void*>{a.data(), c.data()}));
+  EXPECT_EQ(pack_copies(l, {nullptr, nullptr, nullptr}, buffer.data()).count(), 0u);
+  EXPECT_EQ(unpack_copies(l, {nullptr, nullptr, nullptr}, buffer.data()).count(), 0u);
+}
+
 // Tensors that sit back to back in memory and land back to back in the fusion buffer still get
 // one copy each: adjacent tensors may be two allocations, and one copy spanning both is invalid.
 TEST(DeviceFusion, NeverMergesCopiesOfNeighbouringTensors) {

@@ -139,6 +139,33 @@ TEST(PlanSteps, CollectiveStepsAgreeAcrossRanks) {
   EXPECT_TRUE(plan_steps({OpType::kBarrier, GpuMode::kNccl, false, false}).empty());
 }
 
+// A joined rank's allreduce (runtime/join_zeros.h) fills its scratch with zeros first, a copy of
+// its own, then runs the same collective steps as every other rank; the fill does not make it use
+// the fusion buffer where the others do not (the buffer's padding would change how many elements
+// its collective covers).
+TEST(PlanSteps, AJoinedRanksZerosComeFirstAndChangeNoCollectiveStep) {
+  EXPECT_FALSE(is_collective(Action::kZeroFill));
+  for (GpuMode mode : {GpuMode::kNccl, GpuMode::kNcclHierarchical, GpuMode::kMpiStaging}) {
+    for (bool fused : {false, true}) {
+      const auto plain = plan_steps({OpType::kAllreduce, mode, fused, false});
+      const auto zeros = plan_steps({OpType::kAllreduce, mode, fused, false, false, true});
+      ASSERT_EQ(zeros.size(), plain.size() + 1) << gpu_mode_name(mode);
+      EXPECT_EQ(zeros[0].action, Action::kZeroFill);
+      EXPECT_EQ(zeros[0].phase, Phase::kMemcpyInFusionBuffer);
+      EXPECT_FALSE(zeros[0].on_host);
+      for (size_t i = 0; i < plain.size(); ++i) {
+        EXPECT_EQ(zeros[i + 1].action, plain[i].action) << gpu_mode_name(mode) << " step " << i;
+      }
+      EXPECT_EQ(uses_fusion_buffer(zeros), uses_fusion_buffer(plain)) << gpu_mode_name(mode);
+    }
+  }
+  EXPECT_EQ(names(plan_steps({OpType::kAllreduce, GpuMode::kNccl, false, false, false, true})),
+            (Names{"MEMCPY_IN_FUSION_BUFFER", "NCCL_ALLREDUCE"}));
+  // Only allreduces take zeros (the coordinator refuses the rest while ranks have joined).
+  EXPECT_EQ(names(plan_steps({OpType::kBroadcast, GpuMode::kNccl, false, false, false, true})),
+            Names{"NCCL_BCAST"});
+}
+
 std::vector<std::string> names(const PhaseLog& log) {
   std::vector<std::string> out;
   for (const auto& s : log.spans) out.push_back(timeline::phase_name(s.phase));

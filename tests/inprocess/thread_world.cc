@@ -209,12 +209,16 @@ std::unique_ptr<Backend> ThreadWorld::host_backend(const Clock* clock, const Con
   return std::make_unique<ThreadBackend>(placement_.rank, group_, clock);
 }
 
-std::unique_ptr<Backend> ThreadWorld::process_set_backend(int32_t id, const std::vector<int>& ranks,
-                                                          const Clock* clock, const Config&) {
+SetBackends ThreadWorld::process_set_backends(int32_t id, const std::vector<int>& ranks,
+                                              const Clock* clock, const Config&,
+                                              std::function<void()>) {
   auto me = std::lower_bound(ranks.begin(), ranks.end(), placement_.rank);
-  if (me == ranks.end() || *me != placement_.rank) return nullptr;
-  return std::make_unique<ThreadBackend>(static_cast<int>(me - ranks.begin()),
-                                         sets_->group(id, static_cast<int>(ranks.size())), clock);
+  if (me == ranks.end() || *me != placement_.rank) return {};
+  SetBackends out;
+  out.host =
+      std::make_unique<ThreadBackend>(static_cast<int>(me - ranks.begin()),
+                                      sets_->group(id, static_cast<int>(ranks.size())), clock);
+  return out;
 }
 
 std::string ThreadWorld::check_device(int device) const {

@@ -108,8 +108,8 @@ class ThreadWorld final : public World {
                                           std::function<void()>) override {
     return nullptr;
   }
-  std::unique_ptr<Backend> process_set_backend(int32_t id, const std::vector<int>& ranks,
-                                               const Clock* clock, const Config&) override;
+  SetBackends process_set_backends(int32_t id, const std::vector<int>& ranks, const Clock* clock,
+                                   const Config&, std::function<void()>) override;
   std::string check_device(int device) const override;
   bool handles_signals() const override { return false; }
 

@@ -272,6 +272,26 @@ TEST_F(CoordinatorSets, AJoinedRankCountsForAllreducesWhichCarryItsZerosSizes) {
   EXPECT_TRUE(ready[0].tensor_sizes.empty());
 }
 
+// A joined rank takes part in device allreduces too: the response carries the sizes of its zeros
+// (made on the device by the GPU backend), fused like host tensors but never with them.
+TEST_F(CoordinatorSets, ADeviceAllreduceWhileARankHasJoinedCarriesItsZerosSizes) {
+  Coordinator c(3, &ids_);
+  c.add(1, control(OpType::kJoin, "", 1));
+  for (int r : {0, 2}) {
+    Request on_gpu = in_set("gpu", 10);
+    on_gpu.device = 0;
+    c.add(r, on_gpu);
+    c.add(r, in_set("host", 10));
+  }
+  std::vector<Response> ready = take(c);
+  ASSERT_EQ(ready.size(), 2u) << "one device and one host response";
+  for (const Response& s : ready) {
+    EXPECT_EQ(s.error, "");
+    EXPECT_EQ(s.tensor_sizes, (std::vector<int64_t>{4}));
+    EXPECT_EQ(s.device, s.names.at(0) == "gpu" ? 0 : kCpuDevice);
+  }
+}
+
 TEST_F(CoordinatorSets, ASetsTensorIsNotReadyThroughAJoin) {
   sets_.add(1, {0, 1});
   Coordinator c(3, &ids_, 0, &sets_);

@@ -45,6 +45,10 @@ struct TensorEntry {
   // request.error is about the call's own arguments: the handle fails at once, and the request
   // still goes to rank 0 so that the other ranks' handles for the tensor fail too.
   bool invalid_argument = false;
+  // A joined rank's stand-in for a tensor it never submitted (runtime/join_zeros.h): zeros of the
+  // tensor's size. Host responses point view.data at host zeros; device responses have no data
+  // (view.data is null) and the device backend zeroes scratch memory of its own instead.
+  bool join_zeros = false;
 };
 
 // Sub-phase timings of one executed response, on this rank's clock, in execution order.

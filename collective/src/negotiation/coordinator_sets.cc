@@ -40,10 +40,9 @@ void Coordinator::apply_set_and_join(const ProcessSet& set, const Request& q0, b
           ": a joined rank takes part only in allreduces and barriers" +
           (q0.op == OpType::kAllgather ? " (with DistributedOptimizer, pass sparse_as_dense=True)"
                                        : "");
-    } else if (q0.device != kCpuDevice) {
-      s->error = "tensor '" + q0.name + "': a joined rank takes part in allreduces of host " +
-                 "tensors only, and this one is on a GPU" + who;
     } else {
+      // Host or device alike: the joined rank makes zeros of this many elements where the
+      // response runs (runtime/join_zeros.h).
       int64_t elements = 1;
       for (int64_t d : q0.shape) elements *= d;
       s->tensor_sizes.push_back(elements);

@@ -7,8 +7,7 @@ namespace ranktime {
 
 ProcessSetRegistry::ProcessSetRegistry(int rank, int size) : rank_(rank), sets_(size) {}
 
-ProcessSetRegistry::Submission ProcessSetRegistry::check(int32_t id, OpType op, int root,
-                                                         int device) const {
+ProcessSetRegistry::Submission ProcessSetRegistry::check(int32_t id, OpType op, int root) const {
   Submission out;
   std::lock_guard<std::mutex> lock(mutex_);
   const ProcessSet* set = sets_.find(id);
@@ -29,9 +28,6 @@ ProcessSetRegistry::Submission ProcessSetRegistry::check(int32_t id, OpType op, 
     if (op == OpType::kBroadcast && !set->contains(root)) {
       out.request = "root rank " + std::to_string(root) + " is not in " + process_set_text(*set) +
                     " (roots are global ranks)";
-    } else if (device != kCpuDevice) {
-      out.request =
-          "process sets run host-memory tensors only; this one is on GPU " + std::to_string(device);
     }
   }
   return out;
@@ -54,13 +50,20 @@ bool ProcessSetRegistry::member(int32_t id) const {
   return set != nullptr && set->contains(rank_);
 }
 
-Backend* ProcessSetRegistry::backend(int32_t id) const {
+Backend* ProcessSetRegistry::backend(int32_t id, int device) const {
   auto it = backends_.find(id);
-  return it == backends_.end() ? nullptr : it->second.get();
+  if (it == backends_.end()) return nullptr;
+  return device == kCpuDevice ? it->second.host.get() : it->second.device.get();
+}
+
+void ProcessSetRegistry::each_device_backend(const std::function<void(Backend&)>& f) const {
+  for (const auto& [id, b] : backends_) {
+    if (b.device) f(*b.device);
+  }
 }
 
 std::string ProcessSetRegistry::apply(const Response& r, World& world, const Clock* clock,
-                                      const Config& config) {
+                                      const Config& config, const std::function<void()>& wake) {
   if (r.op == OpType::kRemoveProcessSet) {
     const auto id = static_cast<int32_t>(std::atoi(r.argument.c_str()));
     backends_.erase(id);
@@ -72,8 +75,8 @@ std::string ProcessSetRegistry::apply(const Response& r, World& world, const Clo
   std::string error;
   if (!parse_ranks_argument(r.argument, &ranks, &error)) return error;
   // Every rank takes part in making the set's communicator, members or not.
-  std::unique_ptr<Backend> backend = world.process_set_backend(r.root, ranks, clock, config);
-  if (backend) backends_[r.root] = std::move(backend);
+  SetBackends backends = world.process_set_backends(r.root, ranks, clock, config, wake);
+  if (backends.host) backends_[r.root] = std::move(backends);
   std::lock_guard<std::mutex> lock(mutex_);
   sets_.add(r.root, std::move(ranks));
   return "";

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,14 +28,14 @@ class ProcessSetRegistry {
   // tensor names end with (set_tensor_name; "" for set 0); `size`, how many ranks share the
   // operation (a reducescatter's or alltoall's split count); and why this rank cannot submit it
   // ("" when it can): `local`, a refusal that never leaves the rank (no such set, not a member);
-  // `request`, an error that fails the tensor on every member (a root outside the set, a GPU
-  // tensor).
+  // `request`, an error that fails the tensor on every member (a root outside the set). Device
+  // tensors are checked where every tensor is (World::check_device), not here.
   struct Submission {
     std::string label;
     int size = 1;
     std::string local, request;
   };
-  Submission check(int32_t id, OpType op, int root, int device) const;
+  Submission check(int32_t id, OpType op, int root) const;
   std::vector<int32_t> ids() const;
   // The set's ranks into *ranks; false when there is no such set.
   bool ranks(int32_t id, std::vector<int>* ranks) const;
@@ -43,18 +44,24 @@ class ProcessSetRegistry {
   const ProcessSets& table() const { return sets_; }
   // Whether this rank executes responses of set `id`.
   bool member(int32_t id) const;
-  // The backend of set `id` on this rank (a member; not set 0, which has the runtime's own).
-  Backend* backend(int32_t id) const;
+  // The backend of set `id` on this rank (a member; not set 0, which has the runtime's own) for
+  // tensors on `device`: the set's device backend for a device, its host backend for kCpuDevice.
+  // Null where there is none (not a member; no device backend on this rank).
+  Backend* backend(int32_t id, int device) const;
+  // Every set's device backend, in id order (their completions, drains and pending work).
+  void each_device_backend(const std::function<void(Backend&)>& f) const;
   // Applies an executed add (`response.root` is the id) or remove: collective over every rank
-  // (the world makes a set's communicator from its job's). "" or what went wrong.
+  // (the world makes a set's communicator from its job's). `wake`: what a new device backend
+  // calls when it has completions. A removed set's device backend must have been drained and its
+  // completions taken: removal frees its communicator. "" or what went wrong.
   std::string apply(const Response& response, World& world, const Clock* clock,
-                    const Config& config);
+                    const Config& config, const std::function<void()>& wake);
 
  private:
   int rank_;
   mutable std::mutex mutex_;  // user threads' reads against the background thread's changes
   ProcessSets sets_;
-  std::map<int32_t, std::unique_ptr<Backend>> backends_;  // background thread only
+  std::map<int32_t, SetBackends> backends_;  // background thread only
 };
 
 }  // namespace ranktime

@@ -53,7 +53,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
                        .count();
 
   host_ = world_->host_backend(&clock_, config_);
-  device_ = world_->device_backend(&clock_, config_, [this] { queue_.wake_for_completions(); });
+  device_ = world_->device_backend(&clock_, config_, wake_for_completions_);
   timeline_ = std::make_unique<TimelineRecorder>(rank(), size());
   timeline_->set_limits(config_.timeline_steps,
                         static_cast<uint64_t>(config_.timeline_max_mb * (1 << 20)),
@@ -142,18 +142,17 @@ Handle Runtime::submit(OpType op, const TensorView& view, const std::string& nam
                        ReduceOp reduce_op, int root, std::string argument, uint8_t flags,
                        int32_t process_set) {
   std::string local_error;
-  auto entry =
-      make_set_entry(op, view, name, reduce_op, root, std::move(argument), flags, {}, process_set,
-                     sets_.check(process_set, op, root, view.device), &local_error);
+  auto entry = make_set_entry(op, view, name, reduce_op, root, std::move(argument), flags, {},
+                              process_set, sets_.check(process_set, op, root), &local_error);
   return queue_.submit(std::move(entry), local_error, clock_);
 }
 
 Handle Runtime::submit_alltoall(const TensorView& view, std::vector<int32_t> splits,
                                 const std::string& name, int32_t process_set) {
   std::string local_error;
-  auto entry = make_set_entry(
-      OpType::kAlltoall, view, name, ReduceOp::kSum, 0, {}, 0, std::move(splits), process_set,
-      sets_.check(process_set, OpType::kAlltoall, 0, view.device), &local_error);
+  auto entry =
+      make_set_entry(OpType::kAlltoall, view, name, ReduceOp::kSum, 0, {}, 0, std::move(splits),
+                     process_set, sets_.check(process_set, OpType::kAlltoall, 0), &local_error);
   return queue_.submit(std::move(entry), local_error, clock_);
 }
 
@@ -164,7 +163,7 @@ std::vector<Handle> Runtime::submit_group(OpType op, const std::vector<TensorVie
   std::vector<std::unique_ptr<TensorEntry>> entries;
   const std::string of = "of" + std::to_string(views.size());
   for (size_t i = 0; i < views.size(); ++i) {
-    const auto in_set = sets_.check(process_set, op, 0, views[i].device);
+    const auto in_set = sets_.check(process_set, op, 0);
     auto entry = make_set_entry(op, views[i], name + "_" + std::to_string(i + 1) + of, reduce_op, 0,
                                 {}, 0, {}, process_set, in_set, &local_error);
     // Rank 0 holds groups by name: a set's are its own, as its tensors are.
@@ -257,8 +256,10 @@ void Runtime::loop() {
 }
 
 bool Runtime::busy() const {
+  size_t device_pending = 0;
+  each_device_backend([&](Backend& b) { device_pending += b.pending(); });
   return !in_flight_.empty() || (coordinator_ && coordinator_->pending() > 0) ||
-         timeline_->outbox_size() > 0 || (device_ && device_->pending() > 0);
+         timeline_->outbox_size() > 0 || device_pending > 0;
 }
 
 std::vector<Request> Runtime::take_submitted() {

@@ -127,11 +127,17 @@ class Runtime {
                                               std::string* local_error) const;
   // Process-set changes and join, on every rank.
   void execute_set_change(const Response& response, const std::vector<TensorEntry*>& entries);
+  // The backend that runs `response` on this rank: its process set's (host or device) or the
+  // runtime's own; null when this rank has none for it.
+  Backend* backend_for(const Response& response) const;
   // Records and completes what `backend` has finished; true when there was anything.
   bool deliver(Backend& backend);
-  // The device backend's completions, when it has woken the loop (or `force`).
+  // Every device backend: the runtime's own, then each process set's.
+  void each_device_backend(const std::function<void(Backend&)>& f) const;
+  // The device backends' completions, when one of them has woken the loop (or `force`).
   bool deliver_device(bool force = false);
-  // Waits for all device work in flight and delivers it (before entries die or the file closes).
+  // Waits for all device work in flight and delivers it (before entries die, the file closes or
+  // a process set's communicator is freed).
   void drain_backends();
   void fail_everything(const std::string& reason);
   bool busy() const;
@@ -169,6 +175,8 @@ class Runtime {
   const std::function<std::string(int)> check_device_ = [this](int device) {
     return world_->check_device(device);
   };
+  // What a device backend calls from its threads when it has completions for the loop.
+  const std::function<void()> wake_for_completions_ = [this] { queue_.wake_for_completions(); };
   ControlChannel* channel_;
   Placement placement_;
   int64_t start_ns_ = 0;

@@ -29,17 +29,22 @@ void Runtime::execute(const ResponseList& list, int64_t arrival_ns) {
       for (TensorEntry* e : entries_scratch_) complete(e, Status::Error(r.error));
       continue;
     }
-    Backend* set_backend = sets_.backend(r.process_set);
-    if (r.process_set != kGlobalSet && set_backend == nullptr) {  // never: members have one
+    Backend* chosen = backend_for(r);
+    if (chosen == nullptr) {
+      // Members have a host backend, and a device tensor is refused at submission where there is
+      // no device backend; but a joined rank's zeros were never submitted here.
+      const std::string where = r.device == kCpuDevice
+                                    ? std::string("host tensors")
+                                    : "tensors on device " + std::to_string(r.device);
+      const std::string set =
+          r.process_set == kGlobalSet ? "" : " of process set " + std::to_string(r.process_set);
       for (TensorEntry* e : entries_scratch_) {
-        complete(e, Status::Error("tensor '" + e->request.name + "': internal error: no " +
-                                  "backend for process set " + std::to_string(r.process_set)));
+        complete(e, Status::Error("tensor '" + e->request.name + "': rank " +
+                                  std::to_string(rank()) + " has no backend for " + where + set));
       }
       continue;
     }
-    Backend& backend = set_backend                         ? *set_backend
-                       : device_ && r.device != kCpuDevice ? *device_
-                                                           : *host_;
+    Backend& backend = *chosen;
     if (!backend.completes_in_enqueue()) {
       backend.enqueue(r, entries_scratch_, arrival_ns);  // completes later, on its own terms
       continue;
@@ -109,16 +114,31 @@ bool Runtime::deliver(Backend& backend) {
   return any;
 }
 
+Backend* Runtime::backend_for(const Response& r) const {
+  if (r.process_set != kGlobalSet) return sets_.backend(r.process_set, r.device);
+  return r.device == kCpuDevice ? host_.get() : device_.get();
+}
+
+void Runtime::each_device_backend(const std::function<void(Backend&)>& f) const {
+  if (device_) f(*device_);
+  sets_.each_device_backend(f);
+}
+
 bool Runtime::deliver_device(bool force) {
-  if (!device_) return false;
+  // Without device backends the loop does not take the queue's lock for nothing, every cycle.
+  bool any_backend = false;
+  each_device_backend([&](Backend&) { any_backend = true; });
+  if (!any_backend) return false;
+  // One wake-up flag for every device backend: whichever woke the loop, take from all.
   if (!queue_.take_completions_wake() && !force) return false;
-  return deliver(*device_);
+  bool any = false;
+  each_device_backend([&](Backend& b) { any = deliver(b) || any; });
+  return any;
 }
 
 void Runtime::drain_backends() {
-  // The host backend finishes inside enqueue(): only device work can be in flight.
-  if (!device_) return;
-  device_->drain();
+  // Host backends finish inside enqueue(): only device work can be in flight.
+  each_device_backend([](Backend& b) { b.drain(); });
   deliver_device(true);
 }
 

@@ -57,7 +57,9 @@ void Runtime::execute_set_change(const Response& r, const std::vector<TensorEntr
     const bool add = r.op == OpType::kAddProcessSet;
     const ProcessSet* removed = add ? nullptr : sets_.table().find(std::atoi(r.argument.c_str()));
     const std::string what = removed ? process_set_text(*removed) : "";
-    const std::string error = sets_.apply(r, *world_, &clock_, config_);
+    // A removed set's device work finishes and is delivered before its communicator is freed.
+    if (!add) drain_backends();
+    const std::string error = sets_.apply(r, *world_, &clock_, config_, wake_for_completions_);
     if (!error.empty()) {
       status = Status::Error(op_type_name(r.op) + std::string(": ") + error);
     } else {

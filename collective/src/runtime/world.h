@@ -27,6 +27,14 @@ struct Placement {
   int64_t pid = 0;
 };
 
+// A process set's backends on one of its members, both over the set's own communicator: `host`
+// for host memory, which owns the communicator, and `device` for device memory (null where this
+// rank has no device backend). Declared in this order so that `device` is destroyed first.
+struct SetBackends {
+  std::unique_ptr<Backend> host;
+  std::unique_ptr<Backend> device;
+};
+
 class World {
  public:
   virtual ~World() = default;
@@ -39,12 +47,12 @@ class World {
   // wake() is called from the backend's threads when completions are waiting.
   virtual std::unique_ptr<Backend> device_backend(const Clock* clock, const Config& config,
                                                   std::function<void()> wake) = 0;
-  // The host backend of a process set of these (ascending, global) ranks, over a communicator of
-  // their own; null on the ranks outside it. Collective: every rank calls it for every set added,
-  // in the same order.
-  virtual std::unique_ptr<Backend> process_set_backend(int32_t id, const std::vector<int>& ranks,
-                                                       const Clock* clock,
-                                                       const Config& config) = 0;
+  // The backends of a process set of these (ascending, global) ranks, over a communicator of
+  // their own; none on the ranks outside it. `wake` as for device_backend(). Collective: every
+  // rank calls it for every set added, in the same order.
+  virtual SetBackends process_set_backends(int32_t id, const std::vector<int>& ranks,
+                                           const Clock* clock, const Config& config,
+                                           std::function<void()> wake) = 0;
   // "" when tensors on `device` can run here, else why not (fails the tensor on every rank).
   virtual std::string check_device(int device) const = 0;
   // One runtime per process reacts to SIGINT/SIGTERM (reports what was pending, fails it).

@@ -13,8 +13,9 @@ size_t round_up(size_t n, size_t multiple) {
 // Appends one copy. Copies of neighbouring tensors are never merged, even when they continue
 // each other on both sides: two allocations can be adjacent in the address space, and a copy that
 // spans both is invalid (cudaErrorInvalidValue, seen on an H100 with two cudaMalloc'd tensors).
+// A null end is a joined rank's zeros: nothing of its own to copy.
 void add_copy(CopyBatch* batch, void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
+  if (bytes == 0 || dst == nullptr || src == nullptr) return;
   batch->dsts.push_back(dst);
   batch->srcs.push_back(src);
   batch->sizes.push_back(bytes);

@@ -35,10 +35,11 @@ struct CopyBatch {
   size_t bytes() const;
 };
 
-// Copies tensors[i] -> buffer + layout.offsets[i], one copy per tensor; empty tensors are skipped.
+// Copies tensors[i] -> buffer + layout.offsets[i], one copy per tensor; empty tensors and null
+// ones (a joined rank's zeros, which have no memory: the buffer is zeroed there) are skipped.
 CopyBatch pack_copies(const FusionLayout& layout, const std::vector<const void*>& tensors,
                       void* buffer);
-// Copies buffer + layout.offsets[i] -> tensors[i], one copy per non-empty tensor.
+// Copies buffer + layout.offsets[i] -> tensors[i], one copy per non-empty, non-null tensor.
 CopyBatch unpack_copies(const FusionLayout& layout, const std::vector<void*>& tensors,
                         const void* buffer);
 

@@ -38,12 +38,13 @@ struct DeviceSet::Job {
   bool root = false;              // broadcast root
   bool use_fusion = false;        // the working buffer is the device fusion buffer
   bool skip_user_memory = false;  // this rank cannot use its tensors: take part with scratch
-  std::vector<size_t> sizes;      // per entry, bytes
-  FusionLayout layout;            // use_fusion
-  size_t work_bytes = 0;          // what the collective covers: identical on every rank
-  GatherLayout gather;            // allgather; alltoall: where each rank's rows land
-  GatherLayout sends;             // alltoall: this rank's rows for each rank
-  ScatterLayout scatter;          // reducescatter
+  bool zeros = false;  // some entries are a joined rank's zeros: scratch, zeroed on the stream
+  std::vector<size_t> sizes;  // per entry, bytes
+  FusionLayout layout;        // use_fusion
+  size_t work_bytes = 0;      // what the collective covers: identical on every rank
+  GatherLayout gather;        // allgather; alltoall: where each rank's rows land
+  GatherLayout sends;         // alltoall: this rank's rows for each rank
+  ScatterLayout scatter;      // reducescatter
   // Allgather, reducescatter and alltoall return their result in the handle's host output: in
   // the NCCL modes it is copied from pinned memory at completion (the staged modes' host
   // collective writes the handle itself).

@@ -249,11 +249,15 @@ void DeviceSet::prepare(Job* job) {
   const int64_t dim0 = first.shape.empty() ? 0 : first.shape[0];
   job->root = r.op == OpType::kBroadcast && rank_ == r.root;
   if (r.op == OpType::kReducescatter) job->scatter = plan_scatter(dim0, row_bytes, size_);
-  job->steps = plan_steps({r.op, mode_, job->entries.size() > 1, job->root, job->scatter.packed});
+  job->zeros = std::any_of(job->entries.begin(), job->entries.end(),
+                           [](const TensorEntry* e) { return e->join_zeros; });
+  job->steps = plan_steps(
+      {r.op, mode_, job->entries.size() > 1, job->root, job->scatter.packed, job->zeros});
   job->use_fusion = uses_fusion_buffer(job->steps);
   for (TensorEntry* e : job->entries) {
     job->sizes.push_back(e->view.num_bytes());
-    if (e->view.device != device_ && job->status.ok()) {
+    // A joined rank's zeros have no memory of their own: they are made on this set's device.
+    if (!e->join_zeros && e->view.device != device_ && job->status.ok()) {
       // Only this rank knows: it still takes part (with scratch memory) so the others finish.
       job->status = Status::Error(
           "tensor '" + e->request.name + "' is on device " + std::to_string(e->view.device) +

@@ -55,7 +55,7 @@ void DeviceSet::launch(Job* job) {
   }
   // The buffers are taken even after a failure above, so that this rank can still take part.
   Status buffers;
-  if (job->use_fusion || job->skip_user_memory) {
+  if (job->use_fusion || job->skip_user_memory || job->zeros) {
     const size_t need = std::max(job->work_bytes, job->layout.bytes);
     buffers = cuda_status(fusion_->reserve(need, stream_, &job->work),
                           "allocating the fusion buffer", job->response);
@@ -137,6 +137,8 @@ Status DeviceSet::run_step(Job* job, const Step& step) {
     case Action::kPack:
     case Action::kUnpack: {
       if (job->skip_user_memory) break;
+      // A joined rank's zeros are null here: the zero fill put them in the buffer already, and
+      // their result is never copied out.
       if (step.action == Action::kPack) {
         std::vector<const void*> src;
         if (r.op == OpType::kReducescatter) {  // each rank's rows into its block
@@ -144,17 +146,22 @@ Status DeviceSet::run_step(Job* job, const Step& step) {
             src.push_back(static_cast<const char*>(job->entries[0]->view.data) + from);
           }
         } else {
-          for (TensorEntry* e : job->entries) src.push_back(e->view.data);
+          for (TensorEntry* e : job->entries) src.push_back(e->join_zeros ? nullptr : e->view.data);
         }
         crc = batched_copy(pack_copies(job->layout, src, work), stream_);
       } else {
         std::vector<void*> dst;
-        for (TensorEntry* e : job->entries) dst.push_back(e->view.data);
+        for (TensorEntry* e : job->entries) dst.push_back(e->join_zeros ? nullptr : e->view.data);
         crc = batched_copy(unpack_copies(job->layout, dst, work), stream_);
       }
       call = "the batched copy kernel";
       break;
     }
+    case Action::kZeroFill:
+      // Everything the collective reads (padding included), before the real tensors are packed.
+      if (job->work_bytes > 0) crc = cudaMemsetAsync(work, 0, job->work_bytes, stream_);
+      call = "cudaMemsetAsync (a joined rank's zeros)";
+      break;
     case Action::kNcclAllreduce:
       if (job->work_bytes >= elem) {
         nrc = ncclAllReduce(work, work, job->work_bytes / elem, nccl_dtype(r.dtype),

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
 #include "backends/gpu/device_set.h"
 
 namespace ranktime::gpu {
@@ -59,8 +61,12 @@ void GpuBackend::enqueue(const Response& response, const std::vector<TensorEntry
   auto& set = sets_[response.device];
   if (!set) {
     // First response on this device set: every rank gets here at the same point of the response
-    // stream, so the set-up's MPI collectives line up.
-    set = std::make_unique<DeviceSet>(comm_, entries[0]->view.device, clock_, options_,
+    // stream, so the set-up's MPI collectives line up. A joined rank's zeros say no device of
+    // their own (they carry the response's, rank 0's ordinal); its real tensors do.
+    auto own = std::find_if(entries.begin(), entries.end(),
+                            [](const TensorEntry* e) { return !e->join_zeros; });
+    const int device = own != entries.end() ? (*own)->view.device : entries[0]->view.device;
+    set = std::make_unique<DeviceSet>(comm_, device, clock_, options_,
                                       [this](GpuCompletion&& c) { deliver(std::move(c)); });
   }
   set->enqueue(response, entries, arrival_ns);

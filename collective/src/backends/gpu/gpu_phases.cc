@@ -35,7 +35,8 @@ const char* action_name(Action action) {
                                            "nccl-reduce-scatter-blocks",
                                            "nccl-alltoall",
                                            "mpi-reducescatter",
-                                           "mpi-alltoall"};
+                                           "mpi-alltoall",
+                                           "zero-fill"};
   const auto i = static_cast<size_t>(action);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "invalid";
 }
@@ -46,6 +47,7 @@ bool is_collective(Action action) {
     case Action::kUnpack:
     case Action::kCopyToHost:
     case Action::kCopyFromHost:
+    case Action::kZeroFill:
       return false;
     default:
       return true;
@@ -58,6 +60,7 @@ constexpr Step kPackStep{Action::kPack, Phase::kMemcpyInFusionBuffer, false};
 constexpr Step kUnpackStep{Action::kUnpack, Phase::kMemcpyOutFusionBuffer, false};
 constexpr Step kToHost{Action::kCopyToHost, Phase::kMemcpyInHostBuffer, false};
 constexpr Step kFromHost{Action::kCopyFromHost, Phase::kMemcpyOutHostBuffer, false};
+constexpr Step kZeroFillStep{Action::kZeroFill, Phase::kMemcpyInFusionBuffer, false};
 
 std::vector<Step> allreduce_steps(GpuMode mode, bool fused) {
   std::vector<Step> s;
@@ -132,8 +135,11 @@ std::vector<Step> alltoall_steps(GpuMode mode) {
 
 std::vector<Step> plan_steps(const PlanInput& in) {
   switch (in.op) {
-    case OpType::kAllreduce:
-      return allreduce_steps(in.mode, in.fused);
+    case OpType::kAllreduce: {
+      std::vector<Step> steps = allreduce_steps(in.mode, in.fused);
+      if (in.zeros) steps.insert(steps.begin(), kZeroFillStep);
+      return steps;
+    }
     case OpType::kBroadcast:
       return broadcast_steps(in.mode, in.fused, in.root);
     case OpType::kAllgather:

@@ -39,6 +39,7 @@ enum class Action : uint8_t {
   kNcclAlltoall,      // grouped ncclSend/ncclRecv per rank: the tensor -> a device output
   kMpiReducescatter,  // host buffer -> the handle's output
   kMpiAlltoall,       // host buffer -> the handle's output (exchanges the row counts first)
+  kZeroFill,          // a joined rank's zeros: cudaMemsetAsync of the (scratch) working buffer
 };
 const char* action_name(Action action);
 // Whether every rank of the set takes part (NCCL and MPI calls), as against this rank's copies.
@@ -58,10 +59,15 @@ struct PlanInput {
   // Reducescatter: the rows do not split evenly among the ranks, so they are packed into equal
   // blocks first (plan_scatter).
   bool packed = false;
+  // Allreduce: some of this rank's tensors are a joined rank's zeros (runtime/join_zeros.h): the
+  // working buffer is scratch, zeroed before anything is packed into it.
+  bool zeros = false;
 };
 
 // The ordered steps. Every rank gets the same collective steps in the same order; the copies
-// differ only for broadcast (the root packs, the others unpack). Empty for ops with no data.
+// differ only for broadcast (the root packs, the others unpack) and for a joined rank's zeros
+// (a zero fill first, recorded as MEMCPY_IN_FUSION_BUFFER: it is how its input gets there).
+// Empty for ops with no data.
 std::vector<Step> plan_steps(const PlanInput& input);
 
 // Whether a plan goes through the device fusion buffer even for one tensor (hierarchical

@@ -71,8 +71,9 @@ std::unique_ptr<Backend> MpiWorld::host_backend(const Clock* clock, const Config
                                       wait(config));
 }
 
-std::unique_ptr<Backend> MpiWorld::process_set_backend(int32_t id, const std::vector<int>& ranks,
-                                                       const Clock* clock, const Config& config) {
+SetBackends MpiWorld::process_set_backends(int32_t id, const std::vector<int>& ranks,
+                                           const Clock* clock, const Config& config,
+                                           std::function<void()> wake) {
   // Split from the collectives' communicator: every rank executes every set change in the same
   // place among its collectives, so the split matches up like any other collective.
   const bool member = std::binary_search(ranks.begin(), ranks.end(), placement_.rank);
@@ -80,10 +81,15 @@ std::unique_ptr<Backend> MpiWorld::process_set_backend(int32_t id, const std::ve
   once_all_arrived(data_, wait(config), 0, [&] {
     return MPI_Comm_split(data_, member ? 0 : MPI_UNDEFINED, placement_.rank, &comm);
   });
-  if (comm == MPI_COMM_NULL) return nullptr;
+  if (comm == MPI_COMM_NULL) return {};
   RANKTIME_LOG(kDebug, "process set " << id << ": a communicator of " << ranks.size() << " ranks");
-  return std::make_unique<MpiBackend>(comm, clock, config.allreduce_chunk, nullptr,
-                                      config.test_fail_local, wait(config), /*owns_comm=*/true);
+  SetBackends out;
+  out.host = std::make_unique<MpiBackend>(comm, clock, config.allreduce_chunk, nullptr,
+                                          config.test_fail_local, wait(config), /*owns_comm=*/true);
+  // Over the same communicator: the GPU backend makes its device sets (NCCL communicators over
+  // duplicates of it) collectively among the members, at the set's first device response.
+  out.device = make_device_backend(comm, clock, config, std::move(wake));
+  return out;
 }
 
 std::unique_ptr<Backend> MpiWorld::device_backend(const Clock* clock, const Config& config,

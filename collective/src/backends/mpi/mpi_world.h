@@ -30,8 +30,8 @@ class MpiWorld final : public World {
   std::unique_ptr<Backend> host_backend(const Clock* clock, const Config& config) override;
   std::unique_ptr<Backend> device_backend(const Clock* clock, const Config& config,
                                           std::function<void()> wake) override;
-  std::unique_ptr<Backend> process_set_backend(int32_t id, const std::vector<int>& ranks,
-                                               const Clock* clock, const Config& config) override;
+  SetBackends process_set_backends(int32_t id, const std::vector<int>& ranks, const Clock* clock,
+                                   const Config& config, std::function<void()> wake) override;
   std::string check_device(int device) const override;
   bool handles_signals() const override { return true; }
   void doom(const std::string& reason, std::chrono::milliseconds exit_wait) override;
