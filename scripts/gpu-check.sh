@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Issue 37's GPU checks in one call of the `device` tool (docs/gpu.md, "Running the GPU checks").
 #
-#   bash scripts/gpu-check.sh prepare   # here, on the VM: fills .gpu/ (git-ignored, < 64 MiB)
+#   bash scripts/gpu-check.sh prepare   # here, on the VM: fills .gpu/ (about 20 MiB)
 #   bash scripts/gpu-check.sh run       # on the lent machine, with carry [".gpu"]
 #
+# .gpu/ is git-ignored; the device tool carries it only when `carry` names it.
 # prepare: a Release build of the GPU tests and gpu_bench against this VM's CUDA 13 and NCCL 2.28
 # (.gpu/build), and the Debian packages of the libraries they load that the device image lacks
 # (Open MPI 4.1, ISA-L, libmicrohttpd; .gpu/debs). run: unpacks the packages into /tmp/gpu-root,
@@ -24,7 +25,6 @@ DEBS="openmpi-bin openmpi-common libopenmpi3 libhwloc15 libevent-core-2.1-7
 TARGETS="ranktime_cli test_gpu_pure gpu_backend_test gpu_timing_test gpu_api_test gpu_bench"
 
 prepare() {
-  grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
   mkdir -p "$GPU_DIR/debs"
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRANKTIME_WITH_CUDA=ON \
     -DRANKTIME_BUILD_PYTHON=OFF -DPython_EXECUTABLE=/usr/bin/python3 \
