@@ -385,8 +385,13 @@ TEST_F(GpuBackendTest, WaitsForReadyEventsOnTheStream) {
   EXPECT_EQ(c.entry_logs[0].spans[1].phase, timeline::Phase::kWaitForOtherTensorData);
   ASSERT_FALSE(c.entry_logs[1].spans.empty());
   EXPECT_EQ(c.entry_logs[1].spans[0].phase, timeline::Phase::kWaitForData);
-  for (const PhaseLog::Span& span : c.entry_logs[1].spans) {
-    EXPECT_NE(span.phase, timeline::Phase::kWaitForOtherTensorData);
+  // In NCCL mode both times are marks on the collectives' stream, so the last tensor waited for no
+  // other. The worker modes time each producer on the ingress stream (mapped from the anchor), a
+  // few microseconds before the stream's own mark: a sliver of the other wait may show there.
+  if (g_mode == "nccl") {
+    for (const PhaseLog::Span& span : c.entry_logs[1].spans) {
+      EXPECT_NE(span.phase, timeline::Phase::kWaitForOtherTensorData);
+    }
   }
   for (int t = 0; t < 2; ++t) {
     cudaEventDestroy(ready[t]);

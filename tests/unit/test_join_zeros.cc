@@ -56,5 +56,30 @@ TEST(JoinZeros, DeviceResponsesGetEntriesWithoutHostMemory) {
   EXPECT_EQ(found[1]->view.num_bytes(), 20u);
 }
 
+// A device backend still holds a job's zeros after fill() returns (its job completes later), so
+// later responses' zeros must not free them: each lives until the runtime completes it.
+TEST(JoinZeros, EntriesLiveUntilReleasedWhateverIsFilledAfter) {
+  JoinZeros zeros;
+  std::vector<TensorEntry*> first = {nullptr, nullptr};
+  zeros.fill(allreduce_of(0), &first);
+  std::vector<TensorEntry*> host = {nullptr, nullptr};
+  zeros.fill(allreduce_of(kCpuDevice), &host);
+  EXPECT_EQ(zeros.held(), 4u);
+  // The first call's entries are intact (ASan would flag a read of freed memory here).
+  EXPECT_EQ(first[0]->request.name, "mine");
+  EXPECT_EQ(first[1]->view.num_bytes(), 20u);
+  ASSERT_NE(host[1]->view.data, nullptr);
+  EXPECT_EQ(static_cast<const float*>(host[1]->view.data)[4], 0.0f);
+
+  TensorEntry not_zeros;
+  zeros.release(&not_zeros);
+  EXPECT_EQ(zeros.held(), 4u);
+  zeros.release(first[0]);
+  zeros.release(first[0]);  // once only
+  EXPECT_EQ(zeros.held(), 3u);
+  for (TensorEntry* e : {first[1], host[0], host[1]}) zeros.release(e);
+  EXPECT_EQ(zeros.held(), 0u);
+}
+
 }  // namespace
 }  // namespace ranktime

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "core/message.h"
@@ -18,12 +19,19 @@ class JoinZeros {
  public:
   // `found[i]`: this rank's entry for response.names[i], or null where it has none; the nulls are
   // replaced by entries of zeros (response.tensor_sizes[i] elements of response.dtype, on
-  // response.device), which stay valid until the next call.
+  // response.device), which stay valid until release(): a device backend still holds them after
+  // the call, until its job completes, while later responses get zeros of their own.
   void fill(const Response& response, std::vector<TensorEntry*>* found);
+  // Frees an entry fill() made, once it is complete; any other entry is left alone.
+  void release(const TensorEntry* entry);
+  size_t held() const { return zeros_.size(); }
 
  private:
-  std::vector<std::unique_ptr<TensorEntry>> zeros_;
-  std::vector<std::vector<std::byte>> buffers_;
+  struct Zeros {
+    std::unique_ptr<TensorEntry> entry;
+    std::vector<std::byte> buffer;  // host responses only
+  };
+  std::unordered_map<const TensorEntry*, Zeros> zeros_;
 };
 
 }  // namespace ranktime

@@ -150,6 +150,7 @@ void Runtime::complete(TensorEntry* entry, const Status& status) {
     in_flight_.erase(it);       // the entry dies with its map node
   }
   handle->complete(status);
+  if (entry->join_zeros) join_zeros_.release(entry);  // last: this frees it
 }
 
 void Runtime::fail_everything(const std::string& reason) {

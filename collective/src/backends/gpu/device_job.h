@@ -62,9 +62,9 @@ struct DeviceSet::Job {
   std::vector<JobTimes::Span> spans;
   int data_ready_mark = -1;
   void* work = nullptr;  // device working buffer
-  void* output =
-      nullptr;  // allgather, reducescatter, alltoall: device result (freed in stream order)
-  void* host = nullptr;  // pinned staging buffer, or the allgather result on the host
+  // Allgather, reducescatter, alltoall: the device result (freed in stream order).
+  void* output = nullptr;
+  void* host = nullptr;  // pinned staging buffer, or a device result on its way to the host
   Status status;
   bool launched = false;  // every stream and host step is issued (guarded by mutex_)
   cudaEvent_t last_event = nullptr;

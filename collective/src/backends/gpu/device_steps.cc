@@ -72,10 +72,12 @@ void DeviceSet::launch(Job* job) {
   auto can_take_part = [job](const Step& step) {
     if (!is_collective(step.action)) return false;
     if (step.on_host) return job->host != nullptr;
-    // Ops with a device output allocate it in their step; an empty tensor has no memory.
+    // Allgather allocates its device output in its step and sends from scratch after a failure;
+    // reducescatter and alltoall send from the working buffer, which only an empty tensor may
+    // lack (a failed allocation must not reach NCCL as a null buffer).
     const OpType op = job->response.op;
-    return job->work != nullptr || op == OpType::kAllgather || op == OpType::kReducescatter ||
-           op == OpType::kAlltoall;
+    return job->work != nullptr || op == OpType::kAllgather ||
+           ((op == OpType::kReducescatter || op == OpType::kAlltoall) && job->work_bytes == 0);
   };
   for (const Step& step : job->steps) {
     if (!s.ok() && !can_take_part(step)) continue;
