@@ -66,7 +66,11 @@ std::string ProcessSetRegistry::apply(const Response& r, World& world, const Clo
                                       const Config& config, const std::function<void()>& wake) {
   if (r.op == OpType::kRemoveProcessSet) {
     const auto id = static_cast<int32_t>(std::atoi(r.argument.c_str()));
-    backends_.erase(id);
+    auto gone = backends_.find(id);
+    if (gone != backends_.end()) {
+      if (gone->second.device) --device_backends_;
+      backends_.erase(gone);
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     sets_.remove(id);
     return "";
@@ -76,6 +80,7 @@ std::string ProcessSetRegistry::apply(const Response& r, World& world, const Clo
   if (!parse_ranks_argument(r.argument, &ranks, &error)) return error;
   // Every rank takes part in making the set's communicator, members or not.
   SetBackends backends = world.process_set_backends(r.root, ranks, clock, config, wake);
+  if (backends.device) ++device_backends_;
   if (backends.host) backends_[r.root] = std::move(backends);
   std::lock_guard<std::mutex> lock(mutex_);
   sets_.add(r.root, std::move(ranks));

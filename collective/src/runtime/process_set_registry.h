@@ -50,6 +50,8 @@ class ProcessSetRegistry {
   Backend* backend(int32_t id, int device) const;
   // Every set's device backend, in id order (their completions, drains and pending work).
   void each_device_backend(const std::function<void(Backend&)>& f) const;
+  // How many sets have a device backend on this rank (the loop asks every cycle: no iteration).
+  size_t device_backends() const { return device_backends_; }
   // Applies an executed add (`response.root` is the id) or remove: collective over every rank
   // (the world makes a set's communicator from its job's). `wake`: what a new device backend
   // calls when it has completions. A removed set's device backend must have been drained and its
@@ -62,6 +64,7 @@ class ProcessSetRegistry {
   mutable std::mutex mutex_;  // user threads' reads against the background thread's changes
   ProcessSets sets_;
   std::map<int32_t, SetBackends> backends_;  // background thread only
+  size_t device_backends_ = 0;               // background thread only
 };
 
 }  // namespace ranktime

@@ -257,7 +257,7 @@ void Runtime::loop() {
 
 bool Runtime::busy() const {
   size_t device_pending = 0;
-  each_device_backend([&](Backend& b) { device_pending += b.pending(); });
+  if (has_device_backend()) each_device_backend([&](Backend& b) { device_pending += b.pending(); });
   return !in_flight_.empty() || (coordinator_ && coordinator_->pending() > 0) ||
          timeline_->outbox_size() > 0 || device_pending > 0;
 }

@@ -132,6 +132,7 @@ class Runtime {
   Backend* backend_for(const Response& response) const;
   // Records and completes what `backend` has finished; true when there was anything.
   bool deliver(Backend& backend);
+  bool has_device_backend() const { return device_ || sets_.device_backends() > 0; }
   // Every device backend: the runtime's own, then each process set's.
   void each_device_backend(const std::function<void(Backend&)>& f) const;
   // The device backends' completions, when one of them has woken the loop (or `force`).

@@ -126,9 +126,7 @@ void Runtime::each_device_backend(const std::function<void(Backend&)>& f) const 
 
 bool Runtime::deliver_device(bool force) {
   // Without device backends the loop does not take the queue's lock for nothing, every cycle.
-  bool any_backend = false;
-  each_device_backend([&](Backend&) { any_backend = true; });
-  if (!any_backend) return false;
+  if (!has_device_backend()) return false;
   // One wake-up flag for every device backend: whichever woke the loop, take from all.
   if (!queue_.take_completions_wake() && !force) return false;
   bool any = false;

@@ -242,10 +242,10 @@ void DeviceSet::enqueue(const Response& response, const std::vector<TensorEntry*
 void DeviceSet::prepare(Job* job) {
   const Response& r = job->response;
   const TensorView& first = job->entries.at(0)->view;
-  const bool rows_op =
-      r.op == OpType::kAllgather || r.op == OpType::kReducescatter || r.op == OpType::kAlltoall;
   const size_t row_bytes =
-      rows_op ? static_cast<size_t>(row_elements(first.shape)) * dtype_size(first.dtype) : 0;
+      returns_host_output(r.op)
+          ? static_cast<size_t>(row_elements(first.shape)) * dtype_size(first.dtype)
+          : 0;
   const int64_t dim0 = first.shape.empty() ? 0 : first.shape[0];
   job->root = r.op == OpType::kBroadcast && rank_ == r.root;
   if (r.op == OpType::kReducescatter) job->scatter = plan_scatter(dim0, row_bytes, size_);
@@ -401,9 +401,7 @@ void DeviceSet::complete(Job* job) {
   // NCCL allgather, reducescatter, alltoall: the result is in pinned memory; the public API
   // returns it as host bytes.
   const OpType op = job->response.op;
-  const bool host_result =
-      op == OpType::kAllgather || op == OpType::kReducescatter || op == OpType::kAlltoall;
-  if (status.ok() && host_result && mode_ != GpuMode::kMpiStaging) {
+  if (status.ok() && returns_host_output(op) && mode_ != GpuMode::kMpiStaging) {
     auto& state = *job->entries[0]->handle;
     const auto* p = static_cast<const std::byte*>(job->host);
     state.output.assign(p, p + job->result_bytes);

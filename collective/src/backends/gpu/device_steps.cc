@@ -102,9 +102,7 @@ DeviceSet::HostCopy DeviceSet::host_copy(const Job& job) const {
     const Shard shard = shard_of(job.work_bytes, local_rank_, local_size_);
     return {work + shard.offset, shard.bytes};
   }
-  if (op != OpType::kAllgather && op != OpType::kReducescatter && op != OpType::kAlltoall) {
-    return {work, job.work_bytes};
-  }
+  if (!returns_host_output(op)) return {work, job.work_bytes};
   // Ops whose result goes to the handle's host output. Staged: the whole tensor goes to the host
   // collective (nothing of a tensor this rank cannot use); NCCL: the device result comes back.
   if (mode_ == GpuMode::kMpiStaging) {

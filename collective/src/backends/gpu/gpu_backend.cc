@@ -47,9 +47,8 @@ void GpuBackend::enqueue(const Response& response, const std::vector<TensorEntry
     std::lock_guard<std::mutex> lock(mutex_);
     ++enqueued_;
   }
-  const bool moves_data = response.op == OpType::kAllreduce || response.op == OpType::kAllgather ||
-                          response.op == OpType::kBroadcast ||
-                          response.op == OpType::kReducescatter || response.op == OpType::kAlltoall;
+  const bool moves_data = response.op == OpType::kAllreduce || response.op == OpType::kBroadcast ||
+                          returns_host_output(response.op);
   if (!moves_data || entries.empty()) {
     GpuCompletion c;
     c.response = response;

@@ -153,6 +153,10 @@ std::vector<Step> plan_steps(const PlanInput& in) {
   }
 }
 
+bool returns_host_output(OpType op) {
+  return op == OpType::kAllgather || op == OpType::kReducescatter || op == OpType::kAlltoall;
+}
+
 bool uses_fusion_buffer(const std::vector<Step>& steps) {
   return std::any_of(steps.begin(), steps.end(), [](const Step& s) {
     return s.action == Action::kPack || s.action == Action::kUnpack;

@@ -70,6 +70,10 @@ struct PlanInput {
 // Empty for ops with no data.
 std::vector<Step> plan_steps(const PlanInput& input);
 
+// Ops whose result goes to the handle's host output (the public API's contract for a result of
+// another shape than the input): allgather, reducescatter, alltoall. Their rows are dimension 0.
+bool returns_host_output(OpType op);
+
 // Whether a plan goes through the device fusion buffer even for one tensor (hierarchical
 // allreduce needs a buffer it can split into equal shards).
 bool uses_fusion_buffer(const std::vector<Step>& steps);
