@@ -142,13 +142,14 @@ void Runtime::drain_backends() {
 
 void Runtime::complete(TensorEntry* entry, const Status& status) {
   auto handle = entry->handle;
+  const bool zeros = entry->join_zeros;  // read now: erasing the map node frees the entry
   auto it = in_flight_.find(entry->request.name);
   if (it != in_flight_.end() && it->second.get() == entry) {  // not a joined rank's zeros
     queue_.release(it->first);  // before waking the waiter: it may reuse the name at once
     in_flight_.erase(it);       // the entry dies with its map node
   }
   handle->complete(status);
-  if (entry->join_zeros) join_zeros_.release(entry);  // last: this frees it
+  if (zeros) join_zeros_.release(entry);  // last: this frees it
 }
 
 void Runtime::fail_everything(const std::string& reason) {
