@@ -61,16 +61,18 @@ std::string base_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-struct FreeDeleter {
-  void operator()(Record* records) const { std::free(records); }
-};
-// Raw storage, filled with memcpy (Record is trivially copyable): pages are only touched as the
-// buffer fills, so a large capacity costs address space, not resident memory.
-using RecordBuffer = std::unique_ptr<Record[], FreeDeleter>;
-
 }  // namespace
 
 struct TraceWriter::Impl {
+  // Members of Impl, not of the anonymous namespace: Impl has external linkage, and a member of
+  // a type local to this file would be warned about in a unity build (-Wsubobject-linkage).
+  struct FreeDeleter {
+    void operator()(Record* records) const { std::free(records); }
+  };
+  // Raw storage, filled with memcpy (Record is trivially copyable): pages are only touched as the
+  // buffer fills, so a large capacity costs address space, not resident memory.
+  using RecordBuffer = std::unique_ptr<Record[], FreeDeleter>;
+
   Impl(const TraceWriterOptions& opts, const RunMetadata& run, const StringTable& strings)
       : options(opts),
         capacity(opts.capacity_records > 0 ? opts.capacity_records : 1),
