@@ -86,6 +86,21 @@ int main(int argc, char** argv) {
     return std::find(figures.begin(), figures.end(), figure) != figures.end();
   };
 
+  // Read before MPI starts: a missing or malformed file is an error message and exit status 2,
+  // not an uncaught exception's abort on every rank.
+  std::vector<ranktime::examples::WorkloadTensor> tensors;
+  if (measure(2)) {
+    try {
+      tensors = ranktime::examples::read_workload(workload);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "allreduce_bench: %s (--workload; paths are relative to the current "
+                   "directory, the checkout's root in docs/benchmarks.md)\n",
+                   e.what());
+      return 2;
+    }
+  }
+
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   ranktime::init();
@@ -145,7 +160,6 @@ int main(int argc, char** argv) {
 
   // 2. The gradient set: ranktime step vs (a) one raw call per tensor and (b) one pre-packed call.
   if (measure(2)) {
-    auto tensors = ranktime::examples::read_workload(workload);
     std::vector<std::vector<float>> bufs;
     size_t total = 0;
     for (auto& t : tensors) {
