@@ -86,20 +86,9 @@ int main(int argc, char** argv) {
     return std::find(figures.begin(), figures.end(), figure) != figures.end();
   };
 
-  // Read before MPI starts: a missing or malformed file is an error message and exit status 2,
-  // not an uncaught exception's abort on every rank.
+  // Read before MPI starts (a wrong path is one message and exit status 2).
   std::vector<ranktime::examples::WorkloadTensor> tensors;
-  if (measure(2)) {
-    try {
-      tensors = ranktime::examples::read_workload(workload);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr,
-                   "allreduce_bench: %s (--workload; paths are relative to the current "
-                   "directory, the checkout's root in docs/benchmarks.md)\n",
-                   e.what());
-      return 2;
-    }
-  }
+  if (measure(2)) tensors = ranktime::examples::read_workload_or_exit(workload, "allreduce_bench");
 
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);

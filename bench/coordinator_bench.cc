@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Request> tensors;
-  for (const auto& t : examples::read_workload(workload)) {
+  for (const auto& t : examples::read_workload_or_exit(workload, "coordinator_bench")) {
     Request q;
     q.name = t.name;
     q.shape = t.shape;

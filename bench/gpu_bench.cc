@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "repetitions per figure (median reported)");
   app.add_option("--size-mib", big_mib, "size of the large allreduce");
   CLI11_PARSE(app, argc, argv);
+  // Read before MPI starts (a wrong path is one message and exit status 2).
+  const auto set = ranktime::examples::read_workload_or_exit(workload, "gpu_bench");
 
   ranktime::init();
   const int rank = ranktime::rank(), size = ranktime::size();
@@ -153,7 +155,6 @@ int main(int argc, char** argv) {
   }
 
   // 2 and 4. The gradient set.
-  const auto set = ranktime::examples::read_workload(workload);
   size_t total = 0;
   std::vector<std::unique_ptr<DeviceMemory>> grads;
   for (const auto& t : set) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -50,6 +52,16 @@ std::vector<WorkloadTensor> read_workload(const std::string& path) {
   }
   if (out.empty()) throw std::runtime_error("workload file '" + path + "' lists no tensors");
   return out;
+}
+
+std::vector<WorkloadTensor> read_workload_or_exit(const std::string& path, const char* program) {
+  try {
+    return read_workload(path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s (--workload; paths are relative to the current directory)\n",
+                 program, e.what());
+    std::exit(2);
+  }
 }
 
 std::vector<WorkloadTensor> synthetic_workload(int count, int64_t elements) {

@@ -19,6 +19,10 @@ struct WorkloadTensor {
 
 // Throws std::runtime_error naming the file and line on malformed input.
 std::vector<WorkloadTensor> read_workload(const std::string& path);
+// read_workload() for a program's --workload option: on error prints "<program>: <what>
+// (--workload; paths are relative to the current directory)" to stderr and exits with status 2.
+// Call it before MPI starts, so that a wrong path is one message, not an abort on every rank.
+std::vector<WorkloadTensor> read_workload_or_exit(const std::string& path, const char* program);
 // `count` tensors of `elements` each, named small.<i>: the many-small-tensors case.
 std::vector<WorkloadTensor> synthetic_workload(int count, int64_t elements);
 // Multiplies every tensor's elements by `factor` (rounded, at least 1), its shape flattened.
