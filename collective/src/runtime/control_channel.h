@@ -17,6 +17,8 @@
 
 namespace ranktime {
 
+class WakeWord;
+
 class ControlChannel {
  public:
   virtual ~ControlChannel() = default;
@@ -37,6 +39,12 @@ class ControlChannel {
   virtual std::pair<int64_t, int64_t> receive_pong(int rank) = 0;
   virtual void receive_ping() = 0;
   virtual void send_pong(int64_t t1, int64_t t2) = 0;
+
+  // Start-up, collective: where every rank can map one word with rank 0 (they share its host),
+  // makes it and returns it on every rank; from then on a worker's send() to rank 0 wakes rank 0
+  // sleeping on it (WakeWord::wait), so that rank 0 need not poll to notice a worker. Null on
+  // every rank where any rank cannot: rank 0 then polls. The channel owns the word.
+  virtual WakeWord* share_rank0_wake() { return nullptr; }
 
   // Control messages. Sends `message` to `to` (workers: to 0); the bytes are kept until the send
   // is done (a response list shares one buffer between every receiver).

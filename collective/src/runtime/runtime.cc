@@ -42,6 +42,16 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   // Who is who, for the timeline's run metadata; then the clocks.
   peers_ = gather_peers(*channel_, placement_);
   std::vector<OffsetEstimator> offsets = sync_clocks(*channel_, clock_);
+  // Where every rank shares rank 0's host, a worker's message wakes rank 0's sleep (loop()).
+  WakeWord* rank0_wake = channel_->share_rank0_wake();
+  if (rank() == 0 && rank0_wake != nullptr) queue_.set_wake_word(rank0_wake);
+  rank0_woken_ = rank0_wake != nullptr;
+  if (rank() == 0 && size() > 1) {
+    RANKTIME_LOG(kDebug, (rank0_woken_ ? "idle, rank 0 sleeps until a rank's message wakes it (a "
+                                         "wake word shared by every rank)"
+                                       : "idle, rank 0 polls every cycle (a rank on another host, "
+                                         "or no shared memory)"));
+  }
   if (rank() == 0) {
     from_workers_ = std::make_unique<CoordinatorMessages>(channel_, &clock_, std::move(offsets));
   } else {
@@ -219,11 +229,13 @@ void Runtime::loop() {
   // exchange usually arrives within it); idle ranks sleep up to RANKTIME_CYCLE_TIME_MS.
   Backoff backoff(config_.spin(), std::chrono::steady_clock::now());
   std::chrono::nanoseconds idle_cap(static_cast<int64_t>(config_.cycle_time_ms * 1e6));
-  // Only rank 0 must poll every cycle when idle: it learns of the others' first tensor after an
-  // idle spell by probing, so that tensor waits at most one cycle for it. The others learn of
-  // their own by the queue's wake-up, and rank 0 sends them nothing they are not waiting for
-  // (their tensors' responses, a shutdown), so they sleep kWorkerIdleCycles cycles.
-  if (rank() != 0) idle_cap *= kWorkerIdleCycles;
+  // Only rank 0 may have to poll every cycle when idle: without a wake word shared with every
+  // rank (ranks on other hosts) it learns of the others' first tensor after an idle spell by
+  // probing, so that tensor waits at most one cycle for it. With one, a worker's message wakes
+  // it. The others learn of their own by the queue's wake-up, and rank 0 sends them nothing they
+  // are not waiting for (their tensors' responses, a shutdown), so they sleep kWorkerIdleCycles
+  // cycles.
+  if (rank() != 0 || rank0_woken_) idle_cap *= kWorkerIdleCycles;
   if (liveness_->heartbeat_ns() > 0) {
     idle_cap = std::min(idle_cap, std::chrono::nanoseconds(liveness_->heartbeat_ns()));
   }
@@ -240,7 +252,9 @@ void Runtime::loop() {
     }
     channel_->reap_sends(false);
     auto sleep = backoff.next(now, busy() ? std::min(Backoff::kBusyCap, idle_cap) : idle_cap);
-    if (sleep.count() > 0) queue_.wait(sleep, shutdown_announced_);
+    // Woken early (a submission, or a worker's message that may take a moment to be seen by
+    // the probe): poll again before sleeping long.
+    if (sleep.count() > 0 && queue_.wait(sleep, shutdown_announced_)) backoff.restart(now);
   }
   // Sends to a lost rank may never complete: leave them.
   if (!peer_lost()) channel_->reap_sends(true);

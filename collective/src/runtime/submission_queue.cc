@@ -108,7 +108,7 @@ std::vector<Handle> SubmissionQueue::submit(std::vector<std::unique_ptr<TensorEn
       entry->handle->complete(name_in_flight ? Status::NameInFlight(error) : Status::Error(error));
     return handles;
   }
-  cv_.notify_one();
+  notify();
   return handles;
 }
 
@@ -118,7 +118,7 @@ void SubmissionQueue::request_shutdown(const std::string& why) {
     if (!shutdown_requested_) shutdown_why_ = signal_why_.empty() ? why : signal_why_;
     shutdown_requested_ = true;
   }
-  cv_.notify_one();
+  notify();
 }
 
 void SubmissionQueue::set_signal_reason(const std::string& why) {
@@ -178,11 +178,27 @@ bool SubmissionQueue::shutdown_requested(std::string* why) {
   return shutdown_requested_;
 }
 
-void SubmissionQueue::wait(std::chrono::nanoseconds timeout, bool announced) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait_for(lock, timeout, [&] {
-    return !submitted_.empty() || (shutdown_requested_ && !announced) || completions_waiting_;
-  });
+bool SubmissionQueue::ready(bool announced) const {
+  return !submitted_.empty() || (shutdown_requested_ && !announced) || completions_waiting_;
+}
+
+void SubmissionQueue::notify() {
+  cv_.notify_one();
+  if (wake_word_ != nullptr) wake_word_->wake();
+}
+
+bool SubmissionQueue::wait(std::chrono::nanoseconds timeout, bool announced) {
+  if (wake_word_ == nullptr) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return ready(announced); });
+  }
+  // The word is read before the check: a change made after the check bumps it past `seen`.
+  const uint32_t seen = wake_word_->value();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ready(announced)) return true;
+  }
+  return wake_word_->wait(seen, timeout);
 }
 
 void SubmissionQueue::wake_for_completions() {
@@ -190,7 +206,7 @@ void SubmissionQueue::wake_for_completions() {
     std::lock_guard<std::mutex> lock(mutex_);
     completions_waiting_ = true;
   }
-  cv_.notify_one();
+  notify();
 }
 
 bool SubmissionQueue::take_completions_wake() {

@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/tensor_entry.h"
+#include "runtime/wake_word.h"
 
 namespace ranktime {
 
@@ -61,8 +62,12 @@ class SubmissionQueue {
   // The shutdown reason, when shutdown was requested.
   bool shutdown_requested(std::string* why);
   // Sleeps up to `timeout`, less when work is submitted, a shutdown not yet `announced` is
-  // requested, or a backend has completions waiting.
-  void wait(std::chrono::nanoseconds timeout, bool announced);
+  // requested, or a backend has completions waiting; with a wake word, also when another rank
+  // bumps it. True when woken before the timeout.
+  bool wait(std::chrono::nanoseconds timeout, bool announced);
+  // Before the background thread starts: sleep on `word` (not owned) instead of the condition
+  // variable, and bump it for every reason to wake, so that one sleep ends for either.
+  void set_wake_word(WakeWord* word) { wake_word_ = word; }
   // From a backend's thread: completions are waiting.
   void wake_for_completions();
   // Whether completions were announced since the last call.
@@ -79,6 +84,10 @@ class SubmissionQueue {
   bool stopped_ = false;
   std::string stop_reason_;
   bool completions_waiting_ = false;
+  WakeWord* wake_word_ = nullptr;
+
+  bool ready(bool announced) const;  // under mutex_: a reason to end the sleep
+  void notify();                     // after a change ready() reads
 };
 
 }  // namespace ranktime
