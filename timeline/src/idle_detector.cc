@@ -1,11 +1,11 @@
 // The trace writer's idle detector (see idle_detector.h).
 #include "idle_detector.h"
 
-#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "futex.h"
 
 namespace ranktime::timeline {
 namespace {
@@ -15,25 +15,16 @@ constexpr int kIdleNotAsked = 0;
 constexpr int kIdleAsked = 1;
 constexpr int kIdleQuit = 2;
 
-void futex_wait(std::atomic<int>* word, int expected) {
-  ::syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr,
-            0);
-}
-
-void futex_wake(std::atomic<int>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<int*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
 }  // namespace
 
 void WakeSignals::ask_for_an_idle_core() {
   int expected = kIdleNotAsked;
-  if (idle_request.compare_exchange_strong(expected, kIdleAsked)) futex_wake(&idle_request);
+  if (idle_request.compare_exchange_strong(expected, kIdleAsked)) futex::wake(&idle_request);
 }
 
 void WakeSignals::stop_detector() {
   idle_request.store(kIdleQuit);
-  futex_wake(&idle_request);
+  futex::wake(&idle_request);
 }
 
 void set_own_policy(int policy) {
@@ -55,7 +46,7 @@ void run_idle_detector(const std::shared_ptr<WakeSignals>& signals) {
       signals->wake.notify_one();  // without the mutex: a missed signal costs the writer a recheck
       continue;
     }
-    futex_wait(&signals->idle_request, request);
+    futex::wait(&signals->idle_request, request);
   }
 }
 

@@ -45,12 +45,12 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
   // Where every rank shares rank 0's host, a worker's message wakes rank 0's sleep (loop()).
   WakeWord* rank0_wake = channel_->share_rank0_wake();
   if (rank() == 0 && rank0_wake != nullptr) queue_.set_wake_word(rank0_wake);
-  rank0_woken_ = rank0_wake != nullptr;
   if (rank() == 0 && size() > 1) {
-    RANKTIME_LOG(kDebug, (rank0_woken_ ? "idle, rank 0 sleeps until a rank's message wakes it (a "
-                                         "wake word shared by every rank)"
-                                       : "idle, rank 0 polls every cycle (a rank on another host, "
-                                         "or no shared memory)"));
+    RANKTIME_LOG(
+        kDebug, (queue_.has_wake_word() ? "idle, rank 0 sleeps until a rank's message wakes it (a "
+                                          "wake word shared by every rank)"
+                                        : "idle, rank 0 polls every cycle (a rank on another host, "
+                                          "or no shared memory)"));
   }
   if (rank() == 0) {
     from_workers_ = std::make_unique<CoordinatorMessages>(channel_, &clock_, std::move(offsets));
@@ -235,7 +235,7 @@ void Runtime::loop() {
   // it. The others learn of their own by the queue's wake-up, and rank 0 sends them nothing they
   // are not waiting for (their tensors' responses, a shutdown), so they sleep kWorkerIdleCycles
   // cycles.
-  if (rank() != 0 || rank0_woken_) idle_cap *= kWorkerIdleCycles;
+  if (rank() != 0 || queue_.has_wake_word()) idle_cap *= kWorkerIdleCycles;
   if (liveness_->heartbeat_ns() > 0) {
     idle_cap = std::min(idle_cap, std::chrono::nanoseconds(liveness_->heartbeat_ns()));
   }

@@ -207,7 +207,6 @@ class Runtime {
   std::string shutdown_reason_;                        // rank 0: why (sent with the shutdown)
   bool shutdown_fatal_ = false;                        // rank 0: the shutdown dooms the job
   bool shutdown_stall_ = false;                        // rank 0: ... because of a stall
-  bool rank0_woken_ = false;         // a wake word shared with every rank ends rank 0's sleep
   bool shutdown_announced_ = false;  // this rank told rank 0 (or, on rank 0, everyone)
   int64_t cycle_ = 0;
   std::vector<Negotiation> negotiations_;

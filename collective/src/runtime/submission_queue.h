@@ -68,6 +68,7 @@ class SubmissionQueue {
   // Before the background thread starts: sleep on `word` (not owned) instead of the condition
   // variable, and bump it for every reason to wake, so that one sleep ends for either.
   void set_wake_word(WakeWord* word) { wake_word_ = word; }
+  bool has_wake_word() const { return wake_word_ != nullptr; }
   // From a backend's thread: completions are waiting.
   void wake_for_completions();
   // Whether completions were announced since the last call.

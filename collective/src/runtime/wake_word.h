@@ -15,7 +15,6 @@ struct WakeWords {
   std::atomic<uint32_t> value{0};     // bumped by every wake()
   std::atomic<uint32_t> sleeping{0};  // 1 while the one waiter is in the kernel
 };
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be lock-free");
 
 class WakeWord {
  public:
