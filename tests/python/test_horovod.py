@@ -214,15 +214,23 @@ def test_second_submit_of_a_name_in_flight_raises_at_once():
     faulthandler.dump_traceback_later(60, exit=True)  # a deadlock fails the test, not the job
     try:
         x = torch.ones(17)
-        for turn in (True, False):
-            if (ranktime.rank() == 0) == turn:
-                hvd.allreduce_async(x, name="duplicate_name")  # handle dropped while pending
+        # Each rank in turn submits a name of its own twice while no other rank has submitted
+        # it, so the first is surely still in flight (with one name for all, the last rank's
+        # first submission could complete the allreduce before its second).
+        for turn in range(ranktime.size()):
+            if ranktime.rank() == turn:
+                hvd.allreduce_async(x, name=f"duplicate_name.{turn}")  # dropped while pending
                 with pytest.raises(ValueError, match="submitted twice") as error:
-                    hvd.allreduce_async(x, name="duplicate_name")
+                    hvd.allreduce_async(x, name=f"duplicate_name.{turn}")
                 assert isinstance(error.value, ranktime.NameInFlightError)
                 assert isinstance(error.value, ranktime.RanktimeError)
                 assert isinstance(error.value, RuntimeError)
             hvd.barrier()
+        # The others complete every rank's pending one.
+        others = [hvd.allreduce_async(x, name=f"duplicate_name.{r}")
+                  for r in range(ranktime.size()) if r != ranktime.rank()]
+        for handle in others:
+            hvd.synchronize(handle)
     finally:
         faulthandler.cancel_dump_traceback_later()
 
