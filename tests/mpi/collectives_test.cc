@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ranktime/half.h"
@@ -372,6 +375,87 @@ TEST(Collectives, BarrierAndSynchronousReuse) {
     ASSERT_EQ(x, ranktime::size());
   }
   ASSERT_TRUE(ranktime::barrier().ok());
+}
+
+// The synchronous calls (ranktime::allreduce, broadcast, barrier) run the runtime's steps on the
+// calling thread: the same exact results as the asynchronous ones, for every dtype, reduction
+// and root, sizes from one element to several chunks.
+TEST(SynchronousCalls, EveryDtypeReductionAndRoot) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{70001}}) {
+    for (DataType dtype : kAllTypes) {
+      for (ReduceOp op : kAllOps) {
+        Buffer b(dtype, n);
+        for (int64_t i = 0; i < n; ++i) b.set(i, input(op, rank, i));
+        const std::string name = "sync." + label(dtype, op) + "." + std::to_string(n);
+        ranktime::Status s = ranktime::allreduce({b.data(), dtype, {n}}, name, op);
+        ASSERT_TRUE(s.ok()) << name << ": " << s.message();
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(b.get(i), expected(dtype, op, size, i)) << name << " element " << i;
+      }
+    }
+  }
+  for (int root = 0; root < size; ++root) {
+    for (size_t k = 0; k < std::size(kAllTypes); ++k) {
+      Buffer b(kAllTypes[k], 257);
+      for (int64_t i = 0; i < 257; ++i) b.set(i, rank == root ? (i + k) % 50 : 99);
+      ranktime::Status s = ranktime::broadcast(
+          {b.data(), kAllTypes[k], {257}}, root,
+          "sync.broadcast." + std::to_string(root) + "." + ranktime::dtype_name(kAllTypes[k]));
+      ASSERT_TRUE(s.ok()) << s.message();
+      for (int64_t i = 0; i < 257; ++i) ASSERT_EQ(b.get(i), (i + k) % 50) << "root " << root;
+    }
+  }
+}
+
+// Two threads make synchronous calls (they take turns at the steps) while a third waits for
+// asynchronous ones, which the background thread or either caller may run: every result exact.
+// A lost wake-up hangs the test until ctest's timeout.
+TEST(SynchronousCalls, BesideOtherThreadsSynchronousAndAsynchronousWork) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  const float sum = size * (size + 1) / 2.0f;
+  auto synchronous = [&](const std::string& name) {
+    for (int i = 0; i < 300; ++i) {
+      float x = rank + 1;
+      ranktime::Status s = ranktime::allreduce({&x, DataType::kFloat32, {1}}, name);
+      EXPECT_TRUE(s.ok()) << name << ": " << s.message();
+      EXPECT_EQ(x, sum) << name << " call " << i;
+    }
+  };
+  std::thread first(synchronous, "sync.first"), second(synchronous, "sync.second");
+  for (int round = 0; round < 100; ++round) {
+    std::vector<float> x(4, rank + 1);
+    std::vector<ranktime::Handle> handles;
+    for (int k = 0; k < 4; ++k) {
+      handles.push_back(ranktime::allreduce_async({&x[k], DataType::kFloat32, {1}},
+                                                  "async." + std::to_string(k)));
+    }
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_TRUE(handles[k].wait().ok());
+      EXPECT_EQ(x[k], sum) << "round " << round;
+    }
+  }
+  first.join();
+  second.join();
+}
+
+// Each rank in turn is 20 ms late: the others' callers spin, hand the steps back to their
+// background threads, which finish the call; then a mismatch fails on every rank, naming it.
+TEST(SynchronousCalls, ALateRankAndAMismatch) {
+  const int rank = ranktime::rank(), size = ranktime::size();
+  for (int late = 0; late < size; ++late) {
+    if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    float x = rank + 1;
+    ASSERT_TRUE(ranktime::allreduce({&x, DataType::kFloat32, {1}}, "sync.late").ok());
+    ASSERT_EQ(x, size * (size + 1) / 2.0f) << "late rank " << late;
+    ASSERT_TRUE(ranktime::barrier().ok());
+  }
+  std::vector<float> x(rank == 1 ? 5 : 4, 1.0f);
+  ranktime::Status s =
+      ranktime::allreduce({x.data(), DataType::kFloat32, {int64_t(x.size())}}, "sync.mismatch");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("sync.mismatch"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("[5] on rank 1"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -176,6 +176,17 @@ Handle reducescatter_async(const TensorView& tensor, const std::string& name,
 Handle alltoall_async(const TensorView& tensor, const std::vector<int32_t>& splits,
                       const std::string& name, int process_set = kGlobalProcessSet);
 
+// Synchronous: the same as allreduce_async(...).wait() and broadcast_async(...).wait(), except
+// that the calling thread does ranktime's work for the call itself while the other ranks answer
+// within RANKTIME_SPIN_US, instead of handing it to the background thread and sleeping until
+// woken (a small allreduce takes about half the time; docs/architecture.md, "Synchronous
+// calls"). barrier() works this way too. If a peer hangs inside the collective, the call does not
+// return: the watchdog (RANKTIME_PEER_TIMEOUT_S) still gives up and ends the job.
+Status allreduce(const TensorView& tensor, const std::string& name, ReduceOp op = ReduceOp::kSum,
+                 int process_set = kGlobalProcessSet);
+Status broadcast(const TensorView& tensor, int root_rank, const std::string& name,
+                 int process_set = kGlobalProcessSet);
+
 // Grouped operations: the tensors of a group are negotiated together (the group is ready when
 // every tensor is ready on every rank) and run as one fused collective per dtype; a problem with
 // any tensor fails every tensor of the group on every rank, with a message naming the tensor.

@@ -188,6 +188,16 @@ Handle broadcast_async(const TensorView& tensor, int root_rank, const std::strin
       .submit(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank, {}, 0, process_set);
 }
 
+Status allreduce(const TensorView& tensor, const std::string& name, ReduceOp op, int process_set) {
+  return runtime("allreduce()").run(OpType::kAllreduce, tensor, name, op, 0, process_set);
+}
+
+Status broadcast(const TensorView& tensor, int root_rank, const std::string& name,
+                 int process_set) {
+  return runtime("broadcast()")
+      .run(OpType::kBroadcast, tensor, name, ReduceOp::kSum, root_rank, process_set);
+}
+
 Handle reducescatter_async(const TensorView& tensor, const std::string& name, ReduceOp op,
                            int process_set) {
   return runtime("reducescatter_async()")
@@ -231,9 +241,7 @@ std::vector<Handle> grouped_reducescatter_async(const std::vector<TensorView>& t
 
 Status barrier(int process_set) {
   return runtime("barrier()")
-      .submit(OpType::kBarrier, TensorView{}, "ranktime.barrier", ReduceOp::kSum, 0, {}, 0,
-              process_set)
-      .wait();
+      .run(OpType::kBarrier, TensorView{}, "ranktime.barrier", ReduceOp::kSum, 0, process_set);
 }
 
 int add_process_set(std::vector<int> ranks) {

@@ -151,10 +151,48 @@ std::unique_ptr<TensorEntry> Runtime::make_set_entry(
 Handle Runtime::submit(OpType op, const TensorView& view, const std::string& name,
                        ReduceOp reduce_op, int root, std::string argument, uint8_t flags,
                        int32_t process_set) {
+  return submit_one(op, view, name, reduce_op, root, std::move(argument), flags, process_set, true);
+}
+
+Handle Runtime::submit_one(OpType op, const TensorView& view, const std::string& name,
+                           ReduceOp reduce_op, int root, std::string argument, uint8_t flags,
+                           int32_t process_set, bool wake_loop) {
   std::string local_error;
   auto entry = make_set_entry(op, view, name, reduce_op, root, std::move(argument), flags, {},
                               process_set, sets_.check(process_set, op, root), &local_error);
-  return queue_.submit(std::move(entry), local_error, clock_);
+  return queue_.submit(std::move(entry), local_error, clock_, wake_loop);
+}
+
+Status Runtime::run(OpType op, const TensorView& view, const std::string& name, ReduceOp reduce_op,
+                    int root, int32_t process_set) {
+  // A device backend's work stays on the background thread (its CUDA device and streams).
+  const bool here = !has_device_backend();
+  Handle handle = submit_one(op, view, name, reduce_op, root, {}, 0, process_set, !here);
+  if (here) run_steps_until(handle);
+  return handle.wait();
+}
+
+void Runtime::run_steps_until(const Handle& handle) {
+  // The same spin as the background thread's after progress (core/backoff.h).
+  auto deadline = std::chrono::steady_clock::now() + config_.spin();
+  while (!queue_.begin_caller_steps()) {
+    if (handle.ready() || std::chrono::steady_clock::now() > deadline) {
+      queue_.withdraw_caller();
+      return;
+    }
+  }
+  uint32_t seen = queue_.wake_value();
+  while (!handle.ready() && !finished_) {
+    seen = queue_.wake_value();
+    const bool progressed = step();
+    const auto now = std::chrono::steady_clock::now();
+    if (progressed) {
+      deadline = now + config_.spin();
+    } else if (now > deadline) {
+      break;
+    }
+  }
+  queue_.end_caller_steps(finished_ || busy(), seen);
 }
 
 Handle Runtime::submit_alltoall(const TensorView& view, std::vector<int32_t> splits,
@@ -239,22 +277,29 @@ void Runtime::loop() {
   if (liveness_->heartbeat_ns() > 0) {
     idle_cap = std::min(idle_cap, std::chrono::nanoseconds(liveness_->heartbeat_ns()));
   }
-  while (!finished_) {
-    timeline_->record_steps();
-    bool progressed = rank() == 0 ? coordinator_step() : worker_step();
-    progressed = deliver_device() || progressed;
-    if (!finished_) tend_peers();
-    if (finished_) break;
+  while (true) {
+    if (!queue_.begin_loop_step()) {
+      // A user thread runs the steps (run()), and owns what they touch until it hands them back
+      // (which ends this wait).
+      queue_.wait(idle_cap, true);
+      backoff.restart(std::chrono::steady_clock::now());
+      continue;
+    }
+    // What the sleep depends on is read inside the step: afterwards a user thread may own it.
+    const bool progressed = !finished_ && step();
+    const bool finished = finished_, is_busy = !progressed && busy();
+    const bool announced = shutdown_announced_;
+    queue_.end_loop_step();
+    if (finished) break;
     auto now = std::chrono::steady_clock::now();
     if (progressed) {
       backoff.restart(now);
       continue;
     }
-    channel_->reap_sends(false);
-    auto sleep = backoff.next(now, busy() ? std::min(Backoff::kBusyCap, idle_cap) : idle_cap);
+    auto sleep = backoff.next(now, is_busy ? std::min(Backoff::kBusyCap, idle_cap) : idle_cap);
     // Woken early (a submission, or a worker's message that may take a moment to be seen by
     // the probe): poll again before sleeping long.
-    if (sleep.count() > 0 && queue_.wait(sleep, shutdown_announced_)) backoff.restart(now);
+    if (sleep.count() > 0 && queue_.wait(sleep, announced)) backoff.restart(now);
   }
   // Sends to a lost rank may never complete: leave them.
   if (!peer_lost()) channel_->reap_sends(true);
@@ -267,6 +312,15 @@ void Runtime::loop() {
     loop_done_ = true;
   }
   loop_done_cv_.notify_all();
+}
+
+bool Runtime::step() {
+  timeline_->record_steps();
+  bool progressed = rank() == 0 ? coordinator_step() : worker_step();
+  progressed = deliver_device() || progressed;
+  if (!finished_) tend_peers();
+  if (!progressed && !finished_) channel_->reap_sends(false);
+  return progressed;
 }
 
 bool Runtime::busy() const {

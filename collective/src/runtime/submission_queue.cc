@@ -65,14 +65,15 @@ std::unique_ptr<TensorEntry> make_entry(OpType op, const TensorView& view, const
 }
 
 Handle SubmissionQueue::submit(std::unique_ptr<TensorEntry> entry, const std::string& local_error,
-                               const Clock& clock) {
+                               const Clock& clock, bool wake_loop) {
   std::vector<std::unique_ptr<TensorEntry>> one;
   one.push_back(std::move(entry));
-  return submit(std::move(one), local_error, clock).front();
+  return submit(std::move(one), local_error, clock, wake_loop).front();
 }
 
 std::vector<Handle> SubmissionQueue::submit(std::vector<std::unique_ptr<TensorEntry>> entries,
-                                            const std::string& local_error, const Clock& clock) {
+                                            const std::string& local_error, const Clock& clock,
+                                            bool wake_loop) {
   std::vector<Handle> handles;
   std::string error = local_error;
   bool name_in_flight = false;
@@ -108,7 +109,7 @@ std::vector<Handle> SubmissionQueue::submit(std::vector<std::unique_ptr<TensorEn
       entry->handle->complete(name_in_flight ? Status::NameInFlight(error) : Status::Error(error));
     return handles;
   }
-  notify();
+  if (wake_loop) notify();
   return handles;
 }
 
@@ -179,7 +180,60 @@ bool SubmissionQueue::shutdown_requested(std::string* why) {
 }
 
 bool SubmissionQueue::ready(bool announced) const {
-  return !submitted_.empty() || (shutdown_requested_ && !announced) || completions_waiting_;
+  if (caller_steps_ || caller_asks_) return false;  // the user thread ends it (end/withdraw)
+  return !submitted_.empty() || (shutdown_requested_ && !announced) || completions_waiting_ ||
+         handed_back_work_;
+}
+
+bool SubmissionQueue::begin_loop_step() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (caller_steps_ || caller_asks_) return false;
+  loop_stepping_ = true;
+  handed_back_work_ = false;
+  return true;
+}
+
+void SubmissionQueue::end_loop_step() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  loop_stepping_ = false;
+}
+
+bool SubmissionQueue::begin_caller_steps() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (caller_steps_) return false;
+  if (loop_stepping_) {
+    caller_asks_ = true;
+    return false;
+  }
+  caller_steps_ = true;
+  caller_asks_ = false;
+  // Rank 0: the caller polls for the workers' messages now; their wake-ups would only take its
+  // core for a background thread that cannot step.
+  if (wake_word_ != nullptr) wake_word_->mute();
+  return true;
+}
+
+void SubmissionQueue::end_caller_steps(bool work_left, uint32_t seen) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    caller_steps_ = false;
+    wake = work_left || !submitted_.empty() || shutdown_requested_ || completions_waiting_;
+    if (wake_word_ != nullptr) {
+      wake_word_->unmute();  // before reading the word: a later bump wakes the sleeper itself
+      wake = wake || wake_word_->value() != seen;
+    }
+    handed_back_work_ = handed_back_work_ || wake;  // ends the background thread's wait()
+  }
+  if (wake) notify();
+}
+
+void SubmissionQueue::withdraw_caller() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    caller_asks_ = false;
+  }
+  notify();
 }
 
 void SubmissionQueue::notify() {

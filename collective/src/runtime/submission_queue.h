@@ -36,12 +36,14 @@ class SubmissionQueue {
   // User threads. Queues `entry`, stamping its ready time from `clock`, or completes its handle
   // at once: with `local_error`, when the runtime has stopped, or when its name is in flight. An
   // entry with an invalid argument is queued (its error must reach the other ranks) and its
-  // handle completes at once.
+  // handle completes at once. `wake_loop` false: the caller runs the loop's steps next
+  // (begin_caller_steps), so the background thread is not woken for it.
   Handle submit(std::unique_ptr<TensorEntry> entry, const std::string& local_error,
-                const Clock& clock);
+                const Clock& clock, bool wake_loop = true);
   // The same for a group's entries, all or nothing: all are queued, with one ready time, or none.
   std::vector<Handle> submit(std::vector<std::unique_ptr<TensorEntry>> entries,
-                             const std::string& local_error, const Clock& clock);
+                             const std::string& local_error, const Clock& clock,
+                             bool wake_loop = true);
   // Asks the background thread to shut down; the first reason stands, a fatal signal's wins.
   void request_shutdown(const std::string& why);
   // Set when a fatal signal arrived: the reason any shutdown then gives.
@@ -74,6 +76,25 @@ class SubmissionQueue {
   // Whether completions were announced since the last call.
   bool take_completions_wake();
 
+  // The loop's steps run on one thread at a time: the background thread, or a user thread in a
+  // synchronous call that runs them itself instead of handing its work over and sleeping until
+  // woken (docs/architecture.md, "Synchronous calls"). Background thread, around each step:
+  // false while a user thread runs them or asks to (wait() then sleeps until it hands them back).
+  bool begin_loop_step();
+  void end_loop_step();
+  // User thread: true when it may run the steps now. False while another user thread runs them,
+  // or while the background thread is inside a step (which then hands them over at its end: try
+  // again).
+  bool begin_caller_steps();
+  // User thread, after begin_caller_steps(): hands the steps back, waking the background thread
+  // when `work_left`, when work came for it meanwhile, or (with a wake word) when the word moved
+  // since `seen` (wake_value() before the last step: a message may be waiting).
+  void end_caller_steps(bool work_left, uint32_t seen);
+  // User thread that did not get the steps: stops asking, and wakes the background thread (the
+  // caller's submission did not).
+  void withdraw_caller();
+  uint32_t wake_value() const { return wake_word_ != nullptr ? wake_word_->value() : 0; }
+
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -86,6 +107,10 @@ class SubmissionQueue {
   std::string stop_reason_;
   bool completions_waiting_ = false;
   WakeWord* wake_word_ = nullptr;
+  bool loop_stepping_ = false;     // the background thread is inside a step
+  bool caller_steps_ = false;      // a user thread runs the steps
+  bool caller_asks_ = false;       // a user thread waits for the background thread's step to end
+  bool handed_back_work_ = false;  // a user thread handed the steps back with work left
 
   bool ready(bool announced) const;  // under mutex_: a reason to end the sleep
   void notify();                     // after a change ready() reads

@@ -29,6 +29,13 @@ class WakeWord {
   // The one waiter: sleeps until the word differs from `seen` (at once if it already does) or
   // `timeout` has passed. True when the word changed.
   bool wait(uint32_t seen, std::chrono::nanoseconds timeout);
+  // While another thread polls for what the waiter waits for: wake() only bumps the word, even
+  // while the waiter sleeps (a wake-up would only take a core from the poller).
+  void mute() { words_->sleeping.store(0); }
+  // Ends mute(): wake() enters the kernel again (also if the waiter has woken meanwhile, until
+  // its next wait; that costs a syscall, not a lost wake). Read the word after this to learn
+  // whether anything bumped it while muted.
+  void unmute() { words_->sleeping.store(1); }
 
  private:
   WakeWords* words_;
