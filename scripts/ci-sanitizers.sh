@@ -44,7 +44,7 @@ ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTEST_ADDOPTS='-k "uneven_unfused 
 # --- TSan ---
 T=${TSAN_BUILD_DIR:-build-tsan}
 [ -f "$T/build.ninja" ] || cmake -S . -B "$T" -G Ninja $common -DRANKTIME_SANITIZE=thread >/dev/null
-cmake --build "$T" --target collectives_test lifecycle_test tl-api-tests fault_injection ranktime-synth test_trace_writer test_inprocess test_inprocess_scatter scatter_groups_test -j "$(nproc)"
+cmake --build "$T" --target collectives_test lifecycle_test tl-api-tests fault_injection ranktime-synth test_trace_writer test_caller_steps test_inprocess test_inprocess_scatter scatter_groups_test -j "$(nproc)"
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-ctest --test-dir "$T" --output-on-failure -R "^(mpi_collectives_2|mpi_scatter_groups_2|mpi_lifecycle_2|tl_api_.*_np2|TraceWriter)"
+ctest --test-dir "$T" --output-on-failure -R "^(mpi_collectives_2|mpi_scatter_groups_2|mpi_lifecycle_2|tl_api_.*_np2|TraceWriter|CallerSteps)"
 ctest --test-dir "$T" --output-on-failure -L inprocess -j "$(nproc)"
