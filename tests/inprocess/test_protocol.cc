@@ -179,6 +179,37 @@ TEST_P(Ranks, FusedSmallTensorsAndAnUnfusedLargeOneAreExact) {
   });
 }
 
+// Runtime::run (ranktime::allreduce, broadcast, barrier): the calling thread runs the steps,
+// while another thread of the same rank waits for asynchronous allreduces that its steps, or the
+// background thread's, may run. Results exact; a lost wake-up would hang.
+TEST_P(Ranks, SynchronousCallsBesideAsynchronousOnesAreExact) {
+  InProcessJob job(GetParam());
+  job.on_every_rank([&](int r, Runtime& rt) {
+    const int size = rt.size();
+    const float ranks_sum = size * (size - 1) / 2.0f;
+    std::thread other([&] {
+      for (int i = 0; i < 50; ++i) {
+        float x = static_cast<float>(r);
+        Status s = rt.submit(OpType::kAllreduce, {&x, DataType::kFloat32, {1}}, "async").wait();
+        EXPECT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(x, ranks_sum) << "async call " << i;
+      }
+    });
+    for (int i = 0; i < 100; ++i) {
+      float x = static_cast<float>(r), root_value = static_cast<float>(r == i % size ? i : -1);
+      Status s = rt.run(OpType::kAllreduce, {&x, DataType::kFloat32, {1}}, "sync");
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(x, ranks_sum) << "synchronous call " << i;
+      s = rt.run(OpType::kBroadcast, {&root_value, DataType::kFloat32, {1}}, "sync.broadcast",
+                 ReduceOp::kSum, i % size);
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(root_value, i) << "broadcast " << i;
+    }
+    EXPECT_TRUE(rt.run(OpType::kBarrier, TensorView{}, "ranktime.barrier").ok());
+    other.join();
+  });
+}
+
 TEST_P(Ranks, AllgatherConcatenatesRowsOfDifferentCountsAndBroadcastCopiesTheRoot) {
   InProcessJob job(GetParam());
   job.on_every_rank([&](int r, Runtime& rt) {

@@ -1,5 +1,5 @@
 // Who runs the loop's steps (SubmissionQueue::begin_loop_step / begin_caller_steps): one thread
-// at a time; the background thread's wait() sleeps through a user thread's steps and ends when
+// at a time; the background loop sleeps through a user thread's steps and gets its next step when
 // they are handed back with work left, when the caller withdraws, or (with a wake word) when a
 // message may have come meanwhile; a submission made for the caller's own steps wakes nobody.
 #include <gtest/gtest.h>
@@ -31,6 +31,18 @@ std::unique_ptr<TensorEntry> entry(const std::string& name) {
 std::future<bool> sleep_in_background(SubmissionQueue& queue, std::chrono::nanoseconds timeout) {
   return std::async(std::launch::async, [&queue, timeout] { return queue.wait(timeout, false); });
 }
+
+// The background loop until it gets a step, on its own thread (Runtime::loop: a wait that ends
+// while a user thread still has the steps is followed by another): ready once it has one.
+std::future<void> loop_until_its_step(SubmissionQueue& queue) {
+  return std::async(std::launch::async, [&queue] {
+    while (!queue.begin_loop_step()) queue.wait(seconds(60), false);
+    queue.end_loop_step();
+  });
+}
+
+constexpr auto kReady = std::future_status::ready;
+constexpr auto kStillWaiting = std::future_status::timeout;
 
 TEST(CallerSteps, OneThreadAtATime) {
   SubmissionQueue queue;
@@ -66,18 +78,16 @@ TEST(CallerSteps, TheLoopSleepsThroughTheCallersStepsAndWakesWhenWorkIsHandedBac
   const Clock clock;
   SubmissionQueue queue;
   ASSERT_TRUE(queue.begin_caller_steps());
-  auto asleep = sleep_in_background(queue, seconds(60));
+  auto loop = loop_until_its_step(queue);
   // Another thread's submission would end the sleep, but the caller owns the steps (it takes it).
   queue.submit(entry("other"), "", clock);
-  EXPECT_EQ(asleep.wait_for(milliseconds(100)), std::future_status::timeout);
+  EXPECT_EQ(loop.wait_for(milliseconds(100)), kStillWaiting);
   std::vector<std::unique_ptr<TensorEntry>> taken;
   queue.take(&taken);
   ASSERT_EQ(taken.size(), 1u);
-  // A minute: only a lost wake lets it run out.
   queue.end_caller_steps(/*work_left=*/true, queue.wake_value());
-  EXPECT_TRUE(asleep.get());
-  EXPECT_TRUE(queue.begin_loop_step());
-  queue.end_loop_step();
+  // A minute: only a lost wake lets it run out.
+  EXPECT_EQ(loop.wait_for(seconds(60)), kReady);
 }
 
 TEST(CallerSteps, NothingLeftLeavesTheLoopAsleep) {
@@ -93,9 +103,10 @@ TEST(CallerSteps, ASubmissionLeftUntakenWakesTheLoopAtTheEnd) {
   SubmissionQueue queue;
   ASSERT_TRUE(queue.begin_caller_steps());
   queue.submit(entry("late"), "", clock);  // after the caller's last take
-  auto asleep = sleep_in_background(queue, seconds(60));
+  auto loop = loop_until_its_step(queue);
+  EXPECT_EQ(loop.wait_for(milliseconds(100)), kStillWaiting);
   queue.end_caller_steps(false, queue.wake_value());
-  EXPECT_TRUE(asleep.get());
+  EXPECT_EQ(loop.wait_for(seconds(60)), kReady);
 }
 
 TEST(CallerSteps, AWithdrawnCallerWakesTheLoopForItsSubmission) {
@@ -105,12 +116,10 @@ TEST(CallerSteps, AWithdrawnCallerWakesTheLoopForItsSubmission) {
   queue.submit(entry("mine"), "", clock, /*wake_loop=*/false);
   EXPECT_FALSE(queue.begin_caller_steps());  // the loop is inside a step: ask
   queue.end_loop_step();
-  auto asleep = sleep_in_background(queue, seconds(60));
-  EXPECT_EQ(asleep.wait_for(milliseconds(100)), std::future_status::timeout);  // asked for
+  auto loop = loop_until_its_step(queue);
+  EXPECT_EQ(loop.wait_for(milliseconds(100)), kStillWaiting);  // asked for
   queue.withdraw_caller();  // the caller gave up waiting for the steps
-  EXPECT_TRUE(asleep.get());
-  EXPECT_TRUE(queue.begin_loop_step());
-  queue.end_loop_step();
+  EXPECT_EQ(loop.wait_for(seconds(60)), kReady);
 }
 
 TEST(CallerSteps, AWakeWordMovedDuringTheCallersStepsWakesTheLoop) {
@@ -120,14 +129,14 @@ TEST(CallerSteps, AWakeWordMovedDuringTheCallersStepsWakesTheLoop) {
   queue.set_wake_word(&word);
   ASSERT_TRUE(queue.begin_caller_steps());
   const uint32_t seen = queue.wake_value();  // before the caller's last step
-  auto asleep = sleep_in_background(queue, seconds(60));
-  while (words.sleeping.load() == 0) std::this_thread::yield();  // in the kernel
+  auto loop = loop_until_its_step(queue);
+  while (words.sleeping.load() == 0) std::this_thread::yield();  // (nearly) in the kernel
   word.mute();  // as a caller's steps do; a worker's message now only bumps the word
   word.wake();
-  EXPECT_EQ(asleep.wait_for(milliseconds(100)), std::future_status::timeout);
+  EXPECT_EQ(loop.wait_for(milliseconds(100)), kStillWaiting);
   // The bump came after `seen`: the message may not have been received by the caller's steps.
   queue.end_caller_steps(false, seen);
-  EXPECT_TRUE(asleep.get());
+  EXPECT_EQ(loop.wait_for(seconds(60)), kReady);
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ Runtime::Runtime(const Config& config, std::unique_ptr<World> world)
       world_(std::move(world)),
       channel_(&world_->control()),
       placement_(world_->placement()),
+      crowded_(world_->crowded()),
       sets_(placement_.rank, placement_.size) {
   set_log_context(rank(), config_.log_level);
   check_lane_ranks(config_.timeline_ranks, size());  // on every rank, before any exchange
@@ -165,8 +166,10 @@ Handle Runtime::submit_one(OpType op, const TensorView& view, const std::string&
 
 Status Runtime::run(OpType op, const TensorView& view, const std::string& name, ReduceOp reduce_op,
                     int root, int32_t process_set) {
-  // A device backend's work stays on the background thread (its CUDA device and streams).
-  const bool here = !has_device_backend();
+  // A device backend's work stays on the background thread (its CUDA device and streams). On a
+  // crowded host the caller's spin would take a late rank's core (the background thread's is
+  // as long, but a caller that hands the steps back adds two handoffs to it).
+  const bool here = !crowded_ && !has_device_backend();
   Handle handle = submit_one(op, view, name, reduce_op, root, {}, 0, process_set, !here);
   if (here) run_steps_until(handle);
   return handle.wait();

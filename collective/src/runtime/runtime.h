@@ -192,6 +192,7 @@ class Runtime {
   const std::function<void()> wake_for_completions_ = [this] { queue_.wake_for_completions(); };
   ControlChannel* channel_;
   Placement placement_;
+  const bool crowded_;  // World::crowded(): synchronous calls leave the steps to the loop
   int64_t start_ns_ = 0;
   int64_t start_wall_us_ = 0;
   Peers peers_;  // every rank's host, pid and placement

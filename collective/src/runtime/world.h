@@ -57,6 +57,9 @@ class World {
   virtual std::string check_device(int device) const = 0;
   // One runtime per process reacts to SIGINT/SIGTERM (reports what was pending, fails it).
   virtual bool handles_signals() const = 0;
+  // Whether some host of the job runs more ranks than it has processors (alike on every rank):
+  // there a thread that polls takes the core a late peer needs.
+  virtual bool crowded() const { return false; }
   // The runtime gave up because of another rank (a stall shutdown, a lost peer, a collective that
   // never returned): the job cannot end by a collective finalisation unless every rank reaches
   // its exit. An MPI job is aborted after a grace period, plus `exit_wait` for every rank to reach

@@ -34,6 +34,7 @@ class MpiWorld final : public World {
                                    const Config& config, std::function<void()> wake) override;
   std::string check_device(int device) const override;
   bool handles_signals() const override { return true; }
+  bool crowded() const override { return hosts_->crowded(); }
   void doom(const std::string& reason, std::chrono::milliseconds exit_wait) override;
 
  private:
