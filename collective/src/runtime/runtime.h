@@ -60,10 +60,10 @@ class Runtime {
   int cross_size() const { return placement_.cross_size; }
 
   // Queues one request; never blocks on the network. `process_set`: the set it runs over
-  // (its tensor is then named per set_tensor_name()).
+  // (its tensor is then named per set_tensor_name()). `wake_loop` false: run() runs the steps.
   Handle submit(OpType op, const TensorView& view, const std::string& name,
                 ReduceOp reduce_op = ReduceOp::kSum, int root = 0, std::string argument = {},
-                uint8_t flags = 0, int32_t process_set = kGlobalSet);
+                uint8_t flags = 0, int32_t process_set = kGlobalSet, bool wake_loop = true);
   // Synchronous: submit() then wait for the handle, running the loop's steps on this thread
   // while they make progress (within RANKTIME_SPIN_US of the last), instead of waking the
   // background thread and sleeping until it wakes this one: a small collective saves two thread
@@ -116,9 +116,6 @@ class Runtime {
   bool step();  // one pass of the loop: true on progress
   // run(): this thread runs the steps until `handle` completes or nothing progresses for the spin.
   void run_steps_until(const Handle& handle);
-  Handle submit_one(OpType op, const TensorView& view, const std::string& name, ReduceOp reduce_op,
-                    int root, std::string argument, uint8_t flags, int32_t process_set,
-                    bool wake_loop);
   bool coordinator_step();
   bool worker_step();
   void execute(const ResponseList& list, int64_t arrival_ns);

@@ -180,14 +180,14 @@ bool SubmissionQueue::shutdown_requested(std::string* why) {
 }
 
 bool SubmissionQueue::ready(bool announced) const {
-  if (caller_steps_ || caller_asks_) return false;  // the user thread ends it (end/withdraw)
+  if (caller_has_steps()) return false;  // the user thread ends the sleep (end/withdraw)
   return !submitted_.empty() || (shutdown_requested_ && !announced) || completions_waiting_ ||
          handed_back_work_;
 }
 
 bool SubmissionQueue::begin_loop_step() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (caller_steps_ || caller_asks_) return false;
+  if (caller_has_steps()) return false;
   loop_stepping_ = true;
   handed_back_work_ = false;
   return true;
@@ -218,7 +218,7 @@ void SubmissionQueue::end_caller_steps(bool work_left, uint32_t seen) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     caller_steps_ = false;
-    wake = work_left || !submitted_.empty() || shutdown_requested_ || completions_waiting_;
+    wake = work_left || ready(false);
     if (wake_word_ != nullptr) {
       wake_word_->unmute();  // before reading the word: a later bump wakes the sleeper itself
       wake = wake || wake_word_->value() != seen;

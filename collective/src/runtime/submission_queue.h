@@ -113,7 +113,9 @@ class SubmissionQueue {
   bool handed_back_work_ = false;  // a user thread handed the steps back with work left
 
   bool ready(bool announced) const;  // under mutex_: a reason to end the sleep
-  void notify();                     // after a change ready() reads
+  // Under mutex_: a user thread runs the steps or waits for the loop's to end.
+  bool caller_has_steps() const { return caller_steps_ || caller_asks_; }
+  void notify();  // after a change ready() reads
 };
 
 }  // namespace ranktime
