@@ -108,8 +108,12 @@ def test_wait_is_attributed_to_the_slow_rank(cli, tmp_path, np_, slow_rank):
     assert summary["slowest_rank"] == slow_rank
     rows = lateness_by_rank(summary)
     run = summary["tables"]["run"][0]
+    # Each other rank waits at least the sleep each step, less the few ms by which the ranks may
+    # leave the barrier apart. Above it: the sleep's overshoot, and the barrier's own wait when
+    # the slow rank reaches it late too (a scheduler slice on a loaded machine: 253 ms against
+    # 200 once in CI under ASan, 213-217 here). Twice the delay would be counting waits twice.
     expected = (np_ - 1) * DELAY_MS * steps
-    assert rows[slow_rank]["others_waited_ms"] == pytest.approx(expected, rel=0.2)
+    assert 0.9 * expected <= rows[slow_rank]["others_waited_ms"] <= 1.5 * expected
     assert rows[slow_rank]["others_waited_ms"] <= (np_ - 1) * run["wall_ms"]
     for rank, row in rows.items():
         assert row["waited_ms"] <= run["wall_ms"]
