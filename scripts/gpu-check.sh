@@ -54,9 +54,14 @@ run() {
   git log -1 --oneline 2>/dev/null || true
   mkdir -p "$root"
   for f in "$GPU_DIR"/debs/*.deb; do dpkg -x "$f" "$root"; done
-  local nccl
-  nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' \
-    2>/dev/null)
+  local nccl nccl_lib
+  # NCCL: pip's nvidia-nccl wheel's folder (its layout differs between CUDA 12 and 13 wheels),
+  # else wherever the image keeps a libnccl.so.2.
+  nccl_lib=$( (python3 -c 'import nvidia; print(*nvidia.__path__)' 2>/dev/null |
+    xargs -r -I{} find {} -name 'libnccl.so.2*'
+    find /usr/local/cuda/ /usr/lib/ /opt/ -name 'libnccl.so.2*' 2>/dev/null) | head -1)
+  nccl=${nccl_lib:+$(dirname "$nccl_lib")}
+  echo "NCCL from: ${nccl:-(none found)}"
   export OPAL_PREFIX=$root/usr PATH=$root/usr/bin:$PATH
   export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:$root/usr/lib/x86_64-linux-gnu/openmpi/lib:${nccl:+$nccl:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   # The build's absolute paths (CTest files, the ResNet-50 set, mpiexec) made to hold there too.
@@ -69,14 +74,20 @@ run() {
   echo "== libraries the binaries cannot find (should be none)"
   ldd "$BUILD"/tests/gpu/gpu_api_test "$BUILD"/bench/gpu_bench | grep 'not found' && failed=1
   echo "== ctest: pure GPU-path tests, then every GPU test"
-  (cd "$BUILD" && ctest --output-on-failure --timeout 300 \
+  (cd "$BUILD" && ctest --output-on-failure --timeout 120 \
     -R '^(EventClock|BestAnchorSample|DeviceFusion|PlanSteps|BuildJobLog)\.|^gpu_') || failed=1
   echo "== gpu_bench at one rank (NCCL moves nothing at one rank: ranktime's own cost)"
-  mpirun --allow-run-as-root --bind-to none -np 1 "$BUILD"/bench/gpu_bench || failed=1
+  local timeline=${OUT:-$GPU_DIR}/gpu-bench-timeline.json
+  mpirun --allow-run-as-root --bind-to none -np 1 "$BUILD"/bench/gpu_bench \
+    --timeline "$timeline" || failed=1
+  echo "== where a ResNet-50 step's time goes at one rank (the timeline of gpu_bench's last round)"
+  "$BUILD"/ranktime summary "$timeline" || failed=1
+  "$BUILD"/ranktime check "$timeline" || failed=1
+  gzip -f "$timeline"
   # Issue 38's host-memory figures on a machine with cores to spare (the VM has 2 for 2 ranks and
   # their 4 threads): a side measurement, bounded, and not a check.
   echo "== allreduce_bench, 2 ranks, host memory (issue 38's figures; 16 cores)"
-  timeout 150 mpirun --allow-run-as-root --bind-to none -np 2 "$BUILD"/bench/allreduce_bench \
+  timeout 100 mpirun --allow-run-as-root --bind-to none -np 2 "$BUILD"/bench/allreduce_bench \
     --reps 5 || echo "(allreduce_bench did not finish: rc $?)"
   echo "== done: $([ $failed = 0 ] && echo 'every check passed' || echo 'FAILURES above')"
   return $failed
