@@ -3,6 +3,7 @@
 #
 #   bash scripts/gpu-check.sh prepare   # here, on the VM: fills .gpu/ (about 20 MiB)
 #   bash scripts/gpu-check.sh run       # on the lent machine, with carry [".gpu"]
+#   GPU_CHECK_AB="RANKTIME_X=1 ..." bash scripts/gpu-check.sh run   # and A/B those settings
 #
 # .gpu/ is git-ignored; the device tool carries it only when `carry` names it.
 # prepare: a Release build of the GPU tests and gpu_bench against this VM's CUDA 13 and NCCL 2.28
@@ -89,6 +90,21 @@ run() {
   echo "== allreduce_bench, 2 ranks, host memory (issue 38's figures; 16 cores)"
   timeout 100 mpirun --allow-run-as-root --bind-to none -np 2 "$BUILD"/bench/allreduce_bench \
     --reps 5 || echo "(allreduce_bench did not finish: rc $?)"
+  # Settings that bear on the figures, each against the defaults in the same call, alternated
+  # (GPU_CHECK_AB="VAR=value ..."; empty: skipped). Not checks.
+  local setting round
+  for setting in ${GPU_CHECK_AB:-}; do
+    echo "== A/B: defaults against $setting (gpu_bench at one rank, then host 1-element latency)"
+    for round in 1 2; do
+      for env in "RANKTIME_AB_DEFAULTS=1" "$setting"; do
+        echo "-- round $round, $env"
+        env "$env" mpirun --allow-run-as-root --bind-to none -np 1 "$BUILD"/bench/gpu_bench |
+          grep -E '^(ResNet|timeline|one tensor)'
+        env "$env" timeout 60 mpirun --allow-run-as-root --bind-to none -x "${env%%=*}" -np 2 \
+          "$BUILD"/bench/allreduce_bench --figures 3 | grep -E '^3\.'
+      done
+    done
+  done
   echo "== done: $([ $failed = 0 ] && echo 'every check passed' || echo 'FAILURES above')"
   return $failed
 }

@@ -126,5 +126,44 @@ TEST(EventClock, ErrorBoundGrowsWithDistance) {
   EXPECT_GT(c.error_bound_ns(a, 60e9), c.error_bound_ns(a, 1e6));
 }
 
+MarkReading gpu_at(double gpu_ns) {
+  MarkReading m;
+  m.on_gpu = true;
+  m.gpu_ns = gpu_ns;
+  return m;
+}
+MarkReading host_at(int64_t host_ns) {
+  MarkReading m;
+  m.host_ns = host_ns;
+  return m;
+}
+
+TEST(PlaceMarks, GpuEventsAtTheirDistanceFromTheFirst) {
+  MarkReading lost = gpu_at(0);
+  lost.ok = false;
+  EXPECT_EQ(place_marks({gpu_at(0), gpu_at(1000), lost, gpu_at(2500)}, 50'000, 1.0, 99'000),
+            (std::vector<int64_t>{50'000, 51'000, 99'000, 52'500}));
+  EXPECT_EQ(place_marks({gpu_at(0), gpu_at(1'000'000)}, 0, 1.0 + 1e-4, 0),
+            (std::vector<int64_t>{0, 1'000'100}));
+  EXPECT_TRUE(place_marks({}, 0, 1.0, 0).empty());
+}
+
+// MPI staging: copy to host, MPI on the host clock, copy back. An anchor 30 us late puts the
+// copy to host after the MPI call began, and one 30 us early the copy back before it ended;
+// each run of GPU events moves as a whole, so the copies keep their measured durations.
+TEST(PlaceMarks, HostStepsBoundTheGpuEventsAroundThem) {
+  // Truth: copy to host 1000-1020 us, MPI 1025-1100, copy back 1105-1125 (GPU time from 1000).
+  const std::vector<MarkReading> staged = {gpu_at(0),          gpu_at(20'000),  host_at(1'025'000),
+                                           host_at(1'100'000), gpu_at(105'000), gpu_at(125'000)};
+  EXPECT_EQ(
+      place_marks(staged, 1'000'000, 1.0, 0),
+      (std::vector<int64_t>{1'000'000, 1'020'000, 1'025'000, 1'100'000, 1'105'000, 1'125'000}));
+  EXPECT_EQ(
+      place_marks(staged, 1'030'000, 1.0, 0),  // late: the copy to host ends at 1025
+      (std::vector<int64_t>{1'005'000, 1'025'000, 1'025'000, 1'100'000, 1'135'000, 1'155'000}));
+  EXPECT_EQ(place_marks(staged, 970'000, 1.0, 0),  // early: the copy back starts at 1100
+            (std::vector<int64_t>{970'000, 990'000, 1'025'000, 1'100'000, 1'100'000, 1'120'000}));
+}
+
 }  // namespace
 }  // namespace ranktime::gpu

@@ -26,27 +26,28 @@ double elapsed_ns(cudaEvent_t from, cudaEvent_t to, bool* ok) {
 
 void DeviceSet::map_times(Job* job, int64_t seen_ns, JobTimes* times) {
   // GPU marks: the job's first event against the anchor (one float of up to ~1 s), the others
-  // against the first (short distances keep float milliseconds precise).
+  // against the first (short distances keep float milliseconds precise); place_marks() then fits
+  // them between the host steps' readings.
   const AnchorEvent* anchor = job->anchor.get();
   cudaEvent_t base = nullptr;
   int64_t base_ns = seen_ns;
-  times->marks.reserve(job->marks.size());
+  std::vector<MarkReading> readings;
+  readings.reserve(job->marks.size());
   for (const Mark& m : job->marks) {
-    if (m.event == nullptr) {
-      times->marks.push_back(m.host_ns);
-      continue;
-    }
-    bool ok = false;
-    if (base == nullptr) {
+    MarkReading r;
+    r.on_gpu = m.event != nullptr;
+    r.host_ns = m.host_ns;
+    if (r.on_gpu && base == nullptr) {
       base = m.event;
+      bool ok = false;
       const double g = anchor ? elapsed_ns(anchor->event, m.event, &ok) : 0;
       base_ns = ok ? event_clock_.to_host(anchor->anchor, g) : seen_ns;
-      times->marks.push_back(base_ns);
-      continue;
+    } else if (r.on_gpu) {
+      r.gpu_ns = elapsed_ns(base, m.event, &r.ok);
     }
-    const double g = elapsed_ns(base, m.event, &ok);
-    times->marks.push_back(ok ? base_ns + std::llround(event_clock_.rate() * g) : seen_ns);
+    readings.push_back(r);
   }
+  times->marks = place_marks(readings, base_ns, event_clock_.rate(), seen_ns);
   times->spans = job->spans;
   times->data_ready_mark = job->data_ready_mark;
   times->tensor_ready_ns.assign(job->entries.size(), kNoReadyEvent);

@@ -73,4 +73,44 @@ int64_t EventClock::error_bound_ns(const Anchor& a, double gpu_ns) const {
   return a.uncertainty_ns + std::llround(rate_uncertainty_ * std::fabs(gpu_ns) + ulp / 2) + 500;
 }
 
+std::vector<int64_t> place_marks(const std::vector<MarkReading>& marks, int64_t first_gpu_host_ns,
+                                 double rate, int64_t fallback_ns) {
+  std::vector<int64_t> out(marks.size(), fallback_ns);
+  const auto first = std::find_if(marks.begin(), marks.end(),
+                                  [](const MarkReading& m) { return m.on_gpu && m.ok; });
+  const double first_gpu_ns = first == marks.end() ? 0 : first->gpu_ns;
+  bool after_host = false;
+  int64_t previous_host_ns = 0;
+  for (size_t i = 0; i < marks.size();) {
+    if (!marks[i].on_gpu) {
+      out[i] = previous_host_ns = marks[i].host_ns;
+      after_host = true;
+      ++i;
+      continue;
+    }
+    // A run of GPU events, [i, j): mapped, then shifted as a whole between its host neighbours.
+    size_t j = i;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (; j < marks.size() && marks[j].on_gpu; ++j) {
+      if (!marks[j].ok) continue;
+      out[j] = first_gpu_host_ns + std::llround(rate * (marks[j].gpu_ns - first_gpu_ns));
+      lo = std::min(lo, out[j]);
+      hi = std::max(hi, out[j]);
+    }
+    int64_t shift = 0;
+    if (lo > hi) {
+      // Nothing readable in this run.
+    } else if (after_host && lo < previous_host_ns) {
+      shift = previous_host_ns - lo;
+    } else if (j < marks.size() && hi > marks[j].host_ns) {
+      shift = marks[j].host_ns - hi;
+    }
+    for (size_t k = i; k < j; ++k) {
+      if (marks[k].ok) out[k] += shift;
+    }
+    i = j;
+  }
+  return out;
+}
+
 }  // namespace ranktime::gpu

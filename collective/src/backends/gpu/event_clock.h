@@ -90,4 +90,24 @@ class EventClock {
   uint64_t rejected_rates_ = 0;
 };
 
+// One mark of a job: a host clock reading (a host step's begin or end), or a GPU event whose
+// time is known only as `gpu_ns` after the job's first GPU event (`ok` false: unreadable).
+struct MarkReading {
+  bool on_gpu = false;
+  int64_t host_ns = 0;  // host readings
+  double gpu_ns = 0;    // GPU events
+  bool ok = true;
+};
+
+// The marks on the host clock. The first GPU event is at `first_gpu_host_ns` (mapped through an
+// anchor, so off by up to the anchor's error); the others at their GPU distance from it (times
+// `rate`, host ns per GPU ns); unreadable ones at `fallback_ns`. Host steps bound the GPU events
+// around them: a host step began only after it had waited for the GPU event before it, and the GPU
+// steps after it were issued once it had ended. So each run of GPU events between host readings
+// is shifted as a whole (its durations kept) to start no earlier than the host reading before it,
+// else to end no later than the one after it: the anchor's error moves the GPU steps, rather than
+// squeezing them to nothing against the host steps.
+std::vector<int64_t> place_marks(const std::vector<MarkReading>& marks, int64_t first_gpu_host_ns,
+                                 double rate, int64_t fallback_ns);
+
 }  // namespace ranktime::gpu
