@@ -141,28 +141,39 @@ MarkReading host_at(int64_t host_ns) {
 TEST(PlaceMarks, GpuEventsAtTheirDistanceFromTheFirst) {
   MarkReading lost = gpu_at(0);
   lost.ok = false;
-  EXPECT_EQ(place_marks({gpu_at(0), gpu_at(1000), lost, gpu_at(2500)}, 50'000, 1.0, 99'000),
+  EXPECT_EQ(place_marks({gpu_at(0), gpu_at(1000), lost, gpu_at(2500)}, 50'000, 1.0, 0, 99'000),
             (std::vector<int64_t>{50'000, 51'000, 99'000, 52'500}));
-  EXPECT_EQ(place_marks({gpu_at(0), gpu_at(1'000'000)}, 0, 1.0 + 1e-4, 0),
+  EXPECT_EQ(place_marks({gpu_at(0), gpu_at(1'000'000)}, 0, 1.0 + 1e-4, 0, 2'000'000),
             (std::vector<int64_t>{0, 1'000'100}));
-  EXPECT_TRUE(place_marks({}, 0, 1.0, 0).empty());
+  EXPECT_TRUE(place_marks({}, 0, 1.0, 0, 0).empty());
 }
 
-// MPI staging: copy to host, MPI on the host clock, copy back. An anchor 30 us late puts the
-// copy to host after the MPI call began, and one 30 us early the copy back before it ended;
-// each run of GPU events moves as a whole, so the copies keep their measured durations.
-TEST(PlaceMarks, HostStepsBoundTheGpuEventsAroundThem) {
+// MPI staging: copy to host, MPI on the host clock, copy back, seen complete at 1130 us. An anchor
+// 30 us late puts the copy to host after the MPI call began and the copy back after the host saw
+// it complete; one 30 us early puts the copy back before the MPI call ended. Each run of GPU
+// events moves as a whole, so the copies keep their measured durations.
+TEST(PlaceMarks, HostReadingsBoundTheGpuEventsAroundThem) {
   // Truth: copy to host 1000-1020 us, MPI 1025-1100, copy back 1105-1125 (GPU time from 1000).
   const std::vector<MarkReading> staged = {gpu_at(0),          gpu_at(20'000),  host_at(1'025'000),
                                            host_at(1'100'000), gpu_at(105'000), gpu_at(125'000)};
+  const int64_t issued = 990'000, seen = 1'130'000;
   EXPECT_EQ(
-      place_marks(staged, 1'000'000, 1.0, 0),
+      place_marks(staged, 1'000'000, 1.0, issued, seen),
       (std::vector<int64_t>{1'000'000, 1'020'000, 1'025'000, 1'100'000, 1'105'000, 1'125'000}));
   EXPECT_EQ(
-      place_marks(staged, 1'030'000, 1.0, 0),  // late: the copy to host ends at 1025
-      (std::vector<int64_t>{1'005'000, 1'025'000, 1'025'000, 1'100'000, 1'135'000, 1'155'000}));
-  EXPECT_EQ(place_marks(staged, 970'000, 1.0, 0),  // early: the copy back starts at 1100
-            (std::vector<int64_t>{970'000, 990'000, 1'025'000, 1'100'000, 1'100'000, 1'120'000}));
+      place_marks(staged, 1'030'000, 1.0, issued, seen),
+      (std::vector<int64_t>{1'005'000, 1'025'000, 1'025'000, 1'100'000, 1'110'000, 1'130'000}));
+  EXPECT_EQ(place_marks(staged, 970'000, 1.0, issued, seen),
+            (std::vector<int64_t>{990'000, 1'010'000, 1'025'000, 1'100'000, 1'100'000, 1'120'000}));
+}
+
+// One NCCL job (no host step): its events stay within [issued, seen].
+TEST(PlaceMarks, AJobWithoutHostStepsStaysBetweenItsIssueAndItsCompletion) {
+  const std::vector<MarkReading> job = {gpu_at(0), gpu_at(4'000), gpu_at(10'000)};
+  EXPECT_EQ(place_marks(job, 500'000, 1.0, 100'000, 200'000),
+            (std::vector<int64_t>{190'000, 194'000, 200'000}));
+  EXPECT_EQ(place_marks(job, 50'000, 1.0, 100'000, 200'000),
+            (std::vector<int64_t>{100'000, 104'000, 110'000}));
 }
 
 }  // namespace

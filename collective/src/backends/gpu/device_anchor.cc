@@ -24,7 +24,7 @@ double elapsed_ns(cudaEvent_t from, cudaEvent_t to, bool* ok) {
 
 }  // namespace
 
-void DeviceSet::map_times(Job* job, int64_t seen_ns, JobTimes* times) {
+void DeviceSet::map_times(Job* job, int64_t lo_ns, int64_t seen_ns, JobTimes* times) {
   // GPU marks: the job's first event against the anchor (one float of up to ~1 s), the others
   // against the first (short distances keep float milliseconds precise); place_marks() then fits
   // them between the host steps' readings.
@@ -47,7 +47,7 @@ void DeviceSet::map_times(Job* job, int64_t seen_ns, JobTimes* times) {
     }
     readings.push_back(r);
   }
-  times->marks = place_marks(readings, base_ns, event_clock_.rate(), seen_ns);
+  times->marks = place_marks(readings, base_ns, event_clock_.rate(), lo_ns, seen_ns);
   times->spans = job->spans;
   times->data_ready_mark = job->data_ready_mark;
   times->tensor_ready_ns.assign(job->entries.size(), kNoReadyEvent);

@@ -399,10 +399,11 @@ void DeviceSet::complete(Job* job) {
   }
   const int64_t seen_ns = clock_->now_ns();
   JobTimes times;
-  map_times(job, seen_ns, &times);
   // Jobs run one after another on the stream: none starts before the previous one ended, whatever
   // the mapping error.
-  JobLog timing = build_job_log(times, std::max(job->enqueue_ns, last_end_ns_), seen_ns);
+  const int64_t lo_ns = std::max(job->enqueue_ns, last_end_ns_);
+  map_times(job, lo_ns, seen_ns, &times);
+  JobLog timing = build_job_log(times, lo_ns, seen_ns);
   last_end_ns_ = timing.end_ns;
 
   // NCCL allgather, reducescatter, alltoall: the result is in pinned memory; the public API

@@ -89,7 +89,7 @@ class DeviceSet {
   void worker_loop();
   void completion_loop();
   void complete(Job* job);
-  void map_times(Job* job, int64_t seen_ns, JobTimes* times);
+  void map_times(Job* job, int64_t lo_ns, int64_t seen_ns, JobTimes* times);
   void reanchor();
   // A fresh anchor, or null with the reason in *why. The `first` one waits for slow events.
   std::shared_ptr<AnchorEvent> calibrate_anchor(bool first, std::string* why);

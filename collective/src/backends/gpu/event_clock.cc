@@ -74,17 +74,15 @@ int64_t EventClock::error_bound_ns(const Anchor& a, double gpu_ns) const {
 }
 
 std::vector<int64_t> place_marks(const std::vector<MarkReading>& marks, int64_t first_gpu_host_ns,
-                                 double rate, int64_t fallback_ns) {
-  std::vector<int64_t> out(marks.size(), fallback_ns);
+                                 double rate, int64_t lo_ns, int64_t hi_ns) {
+  std::vector<int64_t> out(marks.size(), hi_ns);
   const auto first = std::find_if(marks.begin(), marks.end(),
                                   [](const MarkReading& m) { return m.on_gpu && m.ok; });
   const double first_gpu_ns = first == marks.end() ? 0 : first->gpu_ns;
-  bool after_host = false;
-  int64_t previous_host_ns = 0;
+  int64_t previous_host_ns = lo_ns;
   for (size_t i = 0; i < marks.size();) {
     if (!marks[i].on_gpu) {
       out[i] = previous_host_ns = marks[i].host_ns;
-      after_host = true;
       ++i;
       continue;
     }
@@ -97,13 +95,14 @@ std::vector<int64_t> place_marks(const std::vector<MarkReading>& marks, int64_t 
       lo = std::min(lo, out[j]);
       hi = std::max(hi, out[j]);
     }
+    const int64_t next_host_ns = j < marks.size() ? marks[j].host_ns : hi_ns;
     int64_t shift = 0;
     if (lo > hi) {
       // Nothing readable in this run.
-    } else if (after_host && lo < previous_host_ns) {
+    } else if (lo < previous_host_ns) {
       shift = previous_host_ns - lo;
-    } else if (j < marks.size() && hi > marks[j].host_ns) {
-      shift = marks[j].host_ns - hi;
+    } else if (hi > next_host_ns) {
+      shift = next_host_ns - hi;
     }
     for (size_t k = i; k < j; ++k) {
       if (marks[k].ok) out[k] += shift;

@@ -100,14 +100,15 @@ struct MarkReading {
 };
 
 // The marks on the host clock. The first GPU event is at `first_gpu_host_ns` (mapped through an
-// anchor, so off by up to the anchor's error); the others at their GPU distance from it (times
-// `rate`, host ns per GPU ns); unreadable ones at `fallback_ns`. Host steps bound the GPU events
-// around them: a host step began only after it had waited for the GPU event before it, and the GPU
-// steps after it were issued once it had ended. So each run of GPU events between host readings
-// is shifted as a whole (its durations kept) to start no earlier than the host reading before it,
-// else to end no later than the one after it: the anchor's error moves the GPU steps, rather than
-// squeezing them to nothing against the host steps.
+// anchor, so off by up to the anchor's error: hundreds of microseconds where ranks share a GPU);
+// the others at their GPU distance from it (times `rate`, host ns per GPU ns); unreadable ones at
+// `hi_ns`. Host readings bound the GPU events around them: the job was issued after `lo_ns`; a
+// host step began only after it had waited for the GPU event before it, and the GPU steps after
+// it were issued once it had ended; the host saw the last event complete at `hi_ns`. So each run
+// of GPU events between host readings is shifted as a whole (its durations kept) to start no
+// earlier than the reading before it, else to end no later than the one after it: the anchor's
+// error moves the GPU steps, rather than squeezing them to nothing against a host reading.
 std::vector<int64_t> place_marks(const std::vector<MarkReading>& marks, int64_t first_gpu_host_ns,
-                                 double rate, int64_t fallback_ns);
+                                 double rate, int64_t lo_ns, int64_t hi_ns);
 
 }  // namespace ranktime::gpu
