@@ -98,6 +98,12 @@ TEST(PlanFusion, MaxTensorRunsAlone) {
   EXPECT_EQ(plan({{"a", 10}, {"large", 500}}, 1000, 0), (Batches{{"a", "large"}}));
 }
 
+TEST(PlanFusion, DeviceTensorsFuseWhateverTheirSize) {
+  Single a{"a", 10}, large{"large", 500}, over{"over", 1001};
+  a.device = large.device = over.device = 0;
+  EXPECT_EQ(plan({a, large, over}, 1000, 50), (Batches{{"a", "large"}, {"over"}}));
+}
+
 TEST(PlanFusion, ZeroSizeTensorsFuseAndTakeNoRoom) {
   EXPECT_EQ(plan({{"a", 100}, {"empty1", 0}, {"empty2", 0}}, 100),
             (Batches{{"a", "empty1", "empty2"}}));

@@ -205,9 +205,10 @@ std::vector<Setting> make_settings() {
           .run_flag("--fusion-threshold-mb", F::kMebibytes,
                     "fusion buffer in MiB, 0 disables fusion"),
       // Copying a large tensor costs more than the per-call latency fusion would save, and one
-      // huge packed buffer is slower in Open MPI than its parts (see docs/benchmarks.md).
+      // huge packed buffer is slower in Open MPI than its parts (see docs/benchmarks.md). Host
+      // tensors only: on a GPU the copy is cheap and device tensors fuse whatever their size.
       Setting("RANKTIME_FUSION_MAX_TENSOR", &Config::fusion_max_tensor, "1048576",
-              "tensors of at least this many bytes are reduced in place, unfused")
+              "host tensors of at least this many bytes are reduced in place, unfused")
           .at_least(0, "a byte count >= 0"),
       // Open MPI allocates a temporary as large as the call on every call; at a few MiB the
       // allocator reuses it, at tens of MiB it maps fresh pages every time, and the page faults

@@ -33,11 +33,12 @@ std::vector<Response> plan_fusion(const std::vector<Response>& singles,
   for (size_t i = 0; i < singles.size(); ++i) {
     const Response& s = singles[i];
     // The GPU path reduce-scatters one tensor at a time (its equal NCCL blocks are per tensor).
-    bool fusable = s.error.empty() && s.names.size() == 1 &&
-                   (s.op == OpType::kAllreduce || s.op == OpType::kBroadcast ||
-                    (s.op == OpType::kReducescatter && s.device == kCpuDevice)) &&
-                   options.threshold > 0 && bytes[i] <= options.threshold &&
-                   (options.max_tensor <= 0 || bytes[i] < options.max_tensor);
+    bool fusable =
+        s.error.empty() && s.names.size() == 1 &&
+        (s.op == OpType::kAllreduce || s.op == OpType::kBroadcast ||
+         (s.op == OpType::kReducescatter && s.device == kCpuDevice)) &&
+        options.threshold > 0 && bytes[i] <= options.threshold &&
+        (options.max_tensor <= 0 || bytes[i] < options.max_tensor || s.device != kCpuDevice);
     if (!fusable) {
       out.push_back(s);
       continue;

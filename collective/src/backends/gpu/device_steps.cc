@@ -126,6 +126,11 @@ Status DeviceSet::take_host_buffer(Job* job) {
 
 Status DeviceSet::run_step(Job* job, const Step& step) {
   const Response& r = job->response;
+  // A step after a host step begins at an event of its own: measured from the host step's end
+  // (host clock) to its own end (GPU clock), it would take the anchor's error as its duration.
+  if (!job->marks.empty() && job->marks.back().event == nullptr) {
+    if (Status s = mark(job); !s.ok()) return s;
+  }
   const int begin = static_cast<int>(job->marks.size()) - 1;
   const size_t elem = dtype_size(r.dtype);
   auto* work = static_cast<char*>(job->work);
