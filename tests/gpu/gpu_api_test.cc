@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -167,6 +169,67 @@ TEST_F(GpuApi, ReadyEvent) {
   cudaEventDestroy(ready);
   cudaStreamDestroy(producer);
   cudaFreeHost(pinned);
+}
+
+// Two process sets, the even ranks and the odd ones (at two ranks, one rank each): each set's
+// device allreduces sum over its members only, and a fused batch stays within its set.
+TEST_F(GpuApi, ProcessSetAllreduce) {
+  if (size() < 2) GTEST_SKIP() << "a process set needs ranks outside it";
+  std::vector<std::vector<int>> sets(2);
+  for (int q = 0; q < size(); ++q) sets[q % 2].push_back(q);
+  std::vector<int> ids;
+  for (const auto& ranks : sets) ids.push_back(add_process_set(ranks));
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const auto& members = sets[k];
+    if (std::find(members.begin(), members.end(), rank()) == members.end()) continue;
+    const int64_t n = 1000;
+    std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+    std::vector<Handle> handles;
+    for (int t = 0; t < 3; ++t) {
+      buffers.push_back(std::make_unique<DeviceBuffer>(n * 4));
+      std::vector<float> mine(n, float(rank() + 1 + t));
+      buffers.back()->upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(mine.data()),
+                                                  reinterpret_cast<uint8_t*>(mine.data() + n)));
+      handles.push_back(allreduce_async(view_of(*buffers.back(), DataType::kFloat32, {n}),
+                                        "api.set." + std::to_string(t), ReduceOp::kSum, ids[k]));
+    }
+    for (int t = 0; t < 3; ++t) {
+      Status st = handles[t].wait();
+      ASSERT_TRUE(st.ok()) << st.message();
+      float want = 0;
+      for (int q : members) want += float(q + 1 + t);
+      std::vector<uint8_t> out = buffers[t]->download();
+      EXPECT_EQ(decode(DataType::kFloat32, &out[0]), want) << "set " << k << " tensor " << t;
+      EXPECT_EQ(decode(DataType::kFloat32, &out[(n - 1) * 4]), want);
+    }
+  }
+  ASSERT_TRUE(barrier().ok());
+  for (int id : ids) EXPECT_TRUE(remove_process_set(id));
+}
+
+// Horovod's join on device tensors: rank r makes r + 1 steps of an averaged allreduce, then joins;
+// the ranks that have joined take part with zeros made on the GPU, so every step averages over
+// every rank the gradients of the ranks still stepping.
+TEST_F(GpuApi, JoinedRanksContributeZerosOnTheDevice) {
+  const int64_t n = 4099;  // more than one copy chunk of the zero fill
+  for (int step = 0; step < rank() + 1; ++step) {
+    DeviceBuffer b(n * 4);
+    std::vector<float> mine(n, float(4 * (rank() + 1)));
+    b.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(mine.data()),
+                                  reinterpret_cast<uint8_t*>(mine.data() + n)));
+    Status st =
+        allreduce_async(view_of(b, DataType::kFloat32, {n}), "api.join", ReduceOp::kAverage).wait();
+    ASSERT_TRUE(st.ok()) << st.message();
+    float sum = 0;
+    for (int q = step; q < size(); ++q) sum += float(4 * (q + 1));  // ranks with a step `step`
+    std::vector<uint8_t> out = b.download();
+    EXPECT_EQ(decode(DataType::kFloat32, &out[0]), sum / size()) << "step " << step;
+    EXPECT_EQ(decode(DataType::kFloat32, &out[(n - 1) * 4]), sum / size()) << "step " << step;
+  }
+  int last = -1;
+  ASSERT_TRUE(join(device(), &last).ok());
+  EXPECT_EQ(last, size() - 1);
+  ASSERT_TRUE(barrier().ok());
 }
 
 // One training step of the ResNet-50 gradient set: every gradient submitted in reverse order, as
