@@ -3,7 +3,7 @@
 #
 #   bash scripts/gpu-check.sh prepare   # here, on the VM: fills .gpu/ (about 20 MiB)
 #   bash scripts/gpu-check.sh run       # on the lent machine, with carry [".gpu"]
-#   GPU_CHECK_AB="RANKTIME_X=1 ..." bash scripts/gpu-check.sh run   # and A/B those settings
+#   GPU_CHECK_AB="VAR=value ..." bash scripts/gpu-check.sh run   # and A/B those settings
 #                                   (GPU_CHECK_ROUNDS alternated rounds, default 3)
 #
 # .gpu/ is git-ignored; the device tool carries it only when `carry` names it.
@@ -106,7 +106,7 @@ print(round((t() - a) / 200000), "ns per clock read from Python")' 2>/dev/null)"
   for setting in ${GPU_CHECK_AB:-}; do
     echo "== A/B: defaults against $setting (gpu_bench at one rank)"
     for round in $(seq "${GPU_CHECK_ROUNDS:-3}"); do
-      for env in "RANKTIME_AB_DEFAULTS=1" "$setting"; do
+      for env in "GPU_CHECK_DEFAULTS=1" "$setting"; do
         echo "-- round $round, $env"
         env "$env" mpirun --allow-run-as-root --bind-to none -np 1 "$BUILD"/bench/gpu_bench |
           grep -E '^(ResNet|timeline|one tensor)'

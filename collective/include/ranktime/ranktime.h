@@ -226,7 +226,7 @@ bool process_set_included(int process_set);
 
 // Horovod's join: this rank has no more data. Until every rank has joined, it takes part in the
 // other ranks' allreduces with zeros (an average still divides by size(); for device tensors
-// the zeros are made on the GPU, not yet run on one), and their allgathers, broadcasts,
+// the zeros are made on the GPU), and their allgathers, broadcasts,
 // reducescatters and alltoalls fail (Horovod's rule); returns once every rank has joined, with
 // the rank that joined last in *last_joined_rank. `device` is accepted for Horovod's signature
 // (it does not choose where the zeros are made). Over every rank only: a process set's
