@@ -121,7 +121,7 @@ ImportedTensor ImportedTensor::FromObject(py::handle obj, bool writable) {
   }
   throw py::type_error(
       "ranktime: expected a tensor (an object with __dlpack__ or the buffer protocol), got " +
-      std::string(py::str(obj.get_type().attr("__name__"))));
+      std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
 }
 
 ImportedTensor ImportedTensor::FromBuffer(py::handle obj, bool writable) {

@@ -6,7 +6,15 @@
 #   GPU_CHECK_AB="VAR=value ..." bash scripts/gpu-check.sh run   # and A/B those settings
 #                                   (GPU_CHECK_ROUNDS alternated rounds, default 3)
 #
+#   bash scripts/gpu-check.sh prepare-python TORCH_INCLUDE PYTHON3.12   # here, optional: below
+#
 # .gpu/ is git-ignored; the device tool carries it only when `carry` names it.
+# prepare-python: the Python bindings for the device image's Python 3.12 and torch 2.11
+# (.gpu/py312), so that `run` also runs tests/python/test_cuda.py there. It needs that torch's
+# C++ headers (TORCH_INCLUDE: a device call's `tar -C $(python3 -c 'import torch, os;
+# print(os.path.dirname(torch.__file__))') -cJf $OUT/torch-include.txz include`, unpacked here)
+# and a Python 3.12 with its headers here (pyenv's). _c10d is linked against empty stand-ins of
+# torch's libraries with their sonames: at run time `import torch` has loaded the real ones.
 # prepare: a Release build of the GPU tests and gpu_bench against this VM's CUDA 13 and NCCL 2.28
 # (.gpu/build), and the Debian packages of the libraries they load that the device image lacks
 # (Open MPI 4.1, ISA-L, libmicrohttpd; .gpu/debs). run: unpacks the packages into /tmp/gpu-root,
@@ -46,6 +54,38 @@ prepare() {
   sed -n "s/^MPIEXEC_EXECUTABLE:[A-Z]*=//p" "$BUILD/CMakeCache.txt" >"$GPU_DIR/mpiexec-path"
   echo "carry: $(du -sh "$GPU_DIR" | cut -f1) in $GPU_DIR (the device tool takes 64 MiB with the" \
     "working tree)"
+}
+
+prepare_python() {
+  local torch_include=${1:?TORCH_INCLUDE} python=${2:?PYTHON3.12} build=$GPU_DIR/py312
+  local stubs=$GPU_DIR/torch-stubs objs=() f n python_include
+  python_include=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  # torch's own pybind11 (the same internals as torch's _C), for both extensions.
+  mkdir -p "$stubs/include" && ln -sfn "$(realpath "$torch_include")/pybind11" "$stubs/include/pybind11"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRANKTIME_WITH_CUDA=ON \
+    -DPython_EXECUTABLE="$python" -DCMAKE_CXX_FLAGS="-isystem $PWD/$stubs/include" \
+    ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} ||
+    return 1
+  cmake --build "$build" -j"$(nproc)" --target ranktime_python || return 1
+  for n in torch torch_cpu c10 torch_python c10_cuda torch_cuda; do
+    gcc -shared -o "$stubs/lib$n.so" -Wl,-soname,"lib$n.so" -x c /dev/null || return 1
+  done
+  for f in module process_group call_parts operation stream_order call_names call_device; do
+    g++ -std=c++17 -O2 -fPIC -fvisibility=hidden -Wall -Wextra -DNDEBUG -DUSE_DISTRIBUTED \
+      -DUSE_C10D_GLOO -DUSE_RPC -D_GLIBCXX_USE_CXX11_ABI=1 -DRANKTIME_TORCH_VERSION=\"2.x\" \
+      -Ibindings/c10d -Icollective/include -isystem "$torch_include" \
+      -isystem "$torch_include/torch/csrc/api/include" -isystem "$python_include" \
+      -isystem /usr/local/cuda/include -c "bindings/c10d/$f.cc" -o "$stubs/$f.o" || return 1
+    objs+=("$stubs/$f.o")
+  done
+  g++ -shared -o "$build/python/ranktime/_c10d$("$python" -c \
+    'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" "${objs[@]}" \
+    -Wl,-rpath,'$ORIGIN:$ORIGIN/../../collective' -L"$build/collective" -lranktime -L"$stubs" \
+    -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10 -ltorch_python -lc10_cuda -ltorch_cuda \
+    -Wl,--as-needed || return 1
+  find "$build" -type f \( -name '*.o' -o -name '*.a' \) -delete
+  rm -f "$stubs"/*.o
+  echo "carry: $(du -sh "$GPU_DIR" | cut -f1) in $GPU_DIR"
 }
 
 run() {
@@ -95,6 +135,18 @@ print(round((t() - a) / 200000), "ns per clock read from Python")' 2>/dev/null)"
   "$BUILD"/ranktime summary "$timeline" || failed=1
   "$BUILD"/ranktime check "$timeline" || failed=1
   gzip -f "$timeline"
+  if [ -d "$GPU_DIR/py312/python/ranktime" ]; then
+    echo "== test_cuda.py at one rank (the bindings of prepare-python, this image's torch)"
+    local torch_lib
+    torch_lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+    python3 -c 'import torch; print("torch", torch.__version__, "pybind11 ABI:",
+      torch._C._PYBIND11_COMPILER_TYPE, torch._C._PYBIND11_STDLIB, torch._C._PYBIND11_BUILD_ABI)'
+    PYTHONPATH=$PWD/$GPU_DIR/py312/python:$PWD/tests/python RANKTIME_BUILD_DIR=$PWD/$BUILD \
+      RANKTIME_SOURCE_DIR=$PWD LD_LIBRARY_PATH=$torch_lib:$LD_LIBRARY_PATH \
+      timeout 240 mpirun --allow-run-as-root --bind-to none -x PYTHONPATH -x RANKTIME_BUILD_DIR \
+      -x RANKTIME_SOURCE_DIR -x LD_LIBRARY_PATH -np 1 python3 -m pytest -rs -q -p no:cacheprovider \
+      tests/python/test_cuda.py || failed=1
+  fi
   # Issue 38's host-memory figures on a machine with cores to spare (the VM has 2 for 2 ranks and
   # their 4 threads): a side measurement, bounded, and not a check.
   echo "== allreduce_bench, 2 ranks, host memory (issue 38's figures; 16 cores)"
@@ -119,9 +171,10 @@ print(round((t() - a) / 200000), "ns per clock read from Python")' 2>/dev/null)"
 
 case "${1:-}" in
   prepare) prepare ;;
+  prepare-python) prepare_python "${@:2}" ;;
   run) run ;;
   *)
-    echo "usage: $0 prepare|run (see the comment at the top)" >&2
+    echo "usage: $0 prepare|prepare-python TORCH_INCLUDE PYTHON|run (see the comment at the top)" >&2
     exit 2
     ;;
 esac

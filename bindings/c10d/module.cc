@@ -9,6 +9,7 @@
 #include "ranktime/ranktime.h"
 
 PYBIND11_MODULE(_c10d, m) {
+  using ranktime::c10d::C10dBase;
   using ranktime::c10d::ProcessGroupRanktime;
   m.doc() = "ranktime's torch.distributed backend; import ranktime.torch rather than this module.";
   // The libtorch the module was compiled against (CMake's Torch_VERSION).
@@ -17,7 +18,7 @@ PYBIND11_MODULE(_c10d, m) {
   m.def(
       "create_process_group",
       [](int group_rank, int group_size, const std::string& group_id,
-         const std::vector<int64_t>& global_ranks) -> c10::intrusive_ptr<::c10d::ProcessGroup> {
+         const std::vector<int64_t>& global_ranks) -> c10::intrusive_ptr<C10dBase> {
         const int rank = ranktime::rank(), size = ranktime::size();
         std::vector<int64_t> everyone;
         for (int r = 0; r < size; ++r) everyone.push_back(r);

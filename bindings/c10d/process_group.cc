@@ -27,7 +27,7 @@ using ::c10d::OpType;
 }  // namespace
 
 ProcessGroupRanktime::ProcessGroupRanktime(int rank, int size, const std::string& group_id)
-    : ProcessGroup(rank, size),
+    : C10dBase(rank, size),
       names_(group_id == "0" ? "c10d." : "c10d." + group_id + "."),
       completer_(std::make_unique<Completer>()) {
   init();

@@ -1,9 +1,17 @@
-// ProcessGroupRanktime: the torch.distributed backend "ranktime", a c10d ProcessGroup whose
-// collectives are ranktime's (negotiated, fused, and recorded in the timeline). Host tensors, or
-// CUDA tensors (one device per call) on ranktime's GPU path.
+// ProcessGroupRanktime: the torch.distributed backend "ranktime", whose collectives are
+// ranktime's (negotiated, fused, and recorded in the timeline). Host tensors, or CUDA tensors (one
+// device per call) on ranktime's GPU path. A c10d ProcessGroup in torch 1.13; in torch 2, which
+// split ProcessGroup into the group Python holds and a Backend per device type that runs its
+// calls, a c10d Backend (the calls' signatures are the same).
 #pragma once
 
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 
 #include <memory>
 #include <mutex>
@@ -16,7 +24,13 @@
 
 namespace ranktime::c10d {
 
-class ProcessGroupRanktime : public ::c10d::ProcessGroup {
+#if TORCH_VERSION_MAJOR >= 2
+using C10dBase = ::c10d::Backend;
+#else
+using C10dBase = ::c10d::ProcessGroup;
+#endif
+
+class ProcessGroupRanktime : public C10dBase {
  public:
   // Spans every rank of ranktime (the runtime's collectives have no subgroups). `group_id` is
   // torch's name for the group ("0" for the default group); it prefixes the tensor names of the

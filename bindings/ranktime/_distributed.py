@@ -32,7 +32,11 @@ def register():
     if not dist.is_available():
         return
     if BACKEND.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True)
+        # torch 2 asks which device types a backend serves (one ranktime backend serves both).
+        devices = ({"devices": ["cpu", "cuda"]}
+                   if "devices" in inspect.signature(dist.Backend.register_backend).parameters
+                   else {})
+        dist.Backend.register_backend(BACKEND, _create_process_group, extended_api=True, **devices)
     if not getattr(dist.init_process_group, "_ranktime_rendezvous", False):
         wrapper = _with_rendezvous(dist.distributed_c10d.init_process_group)
         dist.init_process_group = wrapper
