@@ -100,6 +100,8 @@ def _rendezvous(timeout, rank, world_size):
             "is rank %d of %d (ranks come from MPI; leave rank and world_size out)"
             % (rank, world_size, my_rank, size))
     from .torch import broadcast_object
+    if timeout is None:  # torch 2's default; TCPStore needs a timedelta
+        from torch.distributed.constants import default_pg_timeout as timeout
     address = None
     if my_rank == 0:
         host = os.environ.get("MASTER_ADDR") or (
