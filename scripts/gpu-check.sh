@@ -139,8 +139,8 @@ print(round((t() - a) / 200000), "ns per clock read from Python")' 2>/dev/null)"
     echo "== test_cuda.py at one rank (the bindings of prepare-python, this image's torch)"
     local torch_lib
     torch_lib=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
-    python3 -c 'import torch; print("torch", torch.__version__, "pybind11 ABI:",
-      torch._C._PYBIND11_COMPILER_TYPE, torch._C._PYBIND11_STDLIB, torch._C._PYBIND11_BUILD_ABI)'
+    python3 -c 'import torch; print("torch", torch.__version__, "pybind11 ABI:", *(getattr(
+      torch._C, "_PYBIND11_" + k, "-") for k in ("COMPILER_TYPE", "STDLIB", "BUILD_ABI")))'
     PYTHONPATH=$PWD/$GPU_DIR/py312/python:$PWD/tests/python RANKTIME_BUILD_DIR=$PWD/$BUILD \
       RANKTIME_SOURCE_DIR=$PWD LD_LIBRARY_PATH=$torch_lib:$LD_LIBRARY_PATH \
       timeout 240 mpirun --allow-run-as-root --bind-to none -x PYTHONPATH -x RANKTIME_BUILD_DIR \

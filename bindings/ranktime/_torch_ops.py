@@ -536,7 +536,9 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if payload is None:
         payload = np.empty(int(size[0]), dtype=np.uint8)
     _collectives.broadcast_(payload, root_rank, name + ".data", process_set)
-    return torch.load(io.BytesIO(payload.tobytes()))
+    # Any object of root_rank's (as Horovod's, which unpickles it): torch 2.6 made torch.load's
+    # weights_only=True the default, which refuses most objects.
+    return torch.load(io.BytesIO(payload.tobytes()), weights_only=False)
 
 
 __all__ = [

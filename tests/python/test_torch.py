@@ -3,6 +3,7 @@ weights on every rank that match a single-process run on the concatenated data; 
 parameters and optimizer state; hooks, names and accumulation."""
 
 import copy
+import pickle
 
 import pytest
 import torch
@@ -207,3 +208,17 @@ def test_broadcast_object():
     assert received["rank"] == ranktime.size() - 1
     assert received["text"] == "from %d" % (ranktime.size() - 1)
     assert torch.equal(received["t"], torch.ones(2))
+
+
+def test_broadcast_object_where_torch_load_defaults_to_weights_only(monkeypatch):
+    # torch 2.6 made torch.load(weights_only=True) the default, which refuses most objects (here
+    # a set); ranktime's own rendezvous broadcasts an address this way. Found on torch 2.11.
+    real_load = torch.load
+
+    def load(f, *args, weights_only=None, **kwargs):
+        if weights_only is None:
+            raise pickle.UnpicklingError("Weights only load failed (torch 2.6's default)")
+        return real_load(f, *args, weights_only=weights_only, **kwargs)
+
+    monkeypatch.setattr(torch, "load", load)
+    assert rt.broadcast_object({"set": {1, 2}}, root_rank=0) == {"set": {1, 2}}
