@@ -11,8 +11,8 @@
 # .gpu/ is git-ignored; the device tool carries it only when `carry` names it.
 # prepare-python: the Python bindings for the device image's Python 3.12 and torch 2.11
 # (.gpu/py312), so that `run` also runs tests/python/test_cuda.py there. It needs that torch's
-# C++ headers (TORCH_INCLUDE: a device call's `tar -C $(python3 -c 'import torch, os;
-# print(os.path.dirname(torch.__file__))') -cJf $OUT/torch-include.txz include`, unpacked here)
+# C++ headers (TORCH_INCLUDE: `run` without .gpu/py312 returns them as $OUT/torch-include.txz;
+# `tar -xJf` it here and pass its include/)
 # and a Python 3.12 with its headers here (pyenv's). _c10d is linked against empty stand-ins of
 # torch's libraries with their sonames: at run time `import torch` has loaded the real ones.
 # prepare: a Release build of the GPU tests and gpu_bench against this VM's CUDA 13 and NCCL 2.28
@@ -135,6 +135,12 @@ print(round((t() - a) / 200000), "ns per clock read from Python")' 2>/dev/null)"
   "$BUILD"/ranktime summary "$timeline" || failed=1
   "$BUILD"/ranktime check "$timeline" || failed=1
   gzip -f "$timeline"
+  if [ ! -d "$GPU_DIR/py312/python/ranktime" ] && [ -n "${OUT:-}" ]; then
+    # What prepare-python needs from this image: torch's C++ headers (about 3.5 MB), back in $OUT.
+    echo "== no .gpu/py312: torch's headers to \$OUT/torch-include.txz for prepare-python"
+    tar -C "$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')" -cf - \
+      include | xz -T0 -6 >"$OUT/torch-include.txz" || echo "(no torch headers)"
+  fi
   if [ -d "$GPU_DIR/py312/python/ranktime" ]; then
     echo "== test_cuda.py at one rank (the bindings of prepare-python, this image's torch)"
     local torch_lib
