@@ -24,6 +24,10 @@ from conftest import CLI, ENV, SYNTH, WORKLOADS, check_trace, ranktime_run, wait
 BOUND_S = 45
 PEER_TIMEOUT = ["--peer-timeout-seconds", "5"]
 H1_LOST = "host h1 (ranks 2, 3) cannot be reached, or every rank on it died or hangs"
+# What a rank says when the loss caught it inside a data collective with the lost ranks: it cannot
+# hear rank 0's verdict there, and its own watchdog ends the wait (seen once in CI's timing).
+STUCK_IN_COLLECTIVE = re.compile(r"has not returned after [\d.]+ s \(RANKTIME_PEER_TIMEOUT_S="
+                                 r"[\d.]+\): another rank probably died or hangs")
 
 
 def train_until(cluster, tmp_path, fault, *run_args):
@@ -55,6 +59,14 @@ def ranks_reporting(err, text):
     enough)."""
     pattern = re.compile(r"^ranktime-synth rank (\d+): (.*)$", re.M)
     return {int(m.group(1)) for m in pattern.finditer(err) if text in m.group(2)}
+
+
+def h0_rank_1_reports_the_loss(err):
+    """Rank 1 (h0, not rank 0) fails its tensors naming h1, as rank 0 told it; or, when h1's
+    ranks went while rank 1 was inside a collective with them, naming that collective's wait."""
+    pattern = re.compile(r"^ranktime-synth rank 1: (.*)$", re.M)
+    return any(H1_LOST in m.group(1) or STUCK_IN_COLLECTIVE.search(m.group(1))
+               for m in pattern.finditer(err))
 
 
 def job_ranks(cluster, host):
@@ -105,7 +117,7 @@ def test_a_cut_link_ends_the_job_in_bounded_time(cluster, tmp_path):
     # Rank 0 names the silent host and its ranks, and so does every error on the ranks that can
     # still run (h0's); ranktime run says why the job was aborted.
     assert "[ranktime 0] error: rank 2 (host h1, pid" in err and H1_LOST in err, err[-3000:]
-    assert ranks_reporting(err, H1_LOST) >= {1}, err[-3000:]
+    assert h0_rank_1_reports_the_loss(err), err[-3000:]
     assert "ranktime run: the job was aborted" in err, err[-3000:]
     rank0_lost_h1(tmp_path / "t.json")
     ends_and_heals(cluster, tmp_path, cut="h1", other="h0")
@@ -146,7 +158,7 @@ def test_every_rank_of_one_host_killed_with_recovery_ranktime_names_the_host(clu
                                      *PEER_TIMEOUT, "--mpi-arg=--enable-recovery")
     assert rc != 0, out + err
     assert took <= BOUND_S, (took, err[-3000:])
-    assert ranks_reporting(err, H1_LOST) >= {1}, err[-3000:]
+    assert h0_rank_1_reports_the_loss(err), err[-3000:]
     assert "ranktime run: the job was aborted" in err and H1_LOST in err, err[-3000:]
     rank0_lost_h1(tmp_path / "t.json")
     assert wait_until(lambda: not cluster.host_processes(), 60), cluster.host_processes()
