@@ -2,47 +2,26 @@
 #include "call_parts.h"
 
 #include <c10/util/Exception.h>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <c10/core/ScalarType.h>
+#else
+#include <torch/csrc/utils/tensor_dtypes.h>
+#endif
 
-#include <algorithm>
-#include <cctype>
 #include <limits>
 #include <utility>
 
 namespace ranktime::c10d {
 
-// "torch.float32", as Python spells it. (torch's own getDtypeNames() is not exported by torch 2's
-// libtorch_python.) Python's name is c10's in lower case, except for these.
+// "torch.float32", as Python spells it: torch's own names, from c10 in torch 2 (its
+// torch::utils::getDtypeNames() is not exported by torch 2.11's libtorch_python).
 std::string torch_dtype_name(at::ScalarType type) {
-  switch (type) {
-    case at::kByte:
-      return "torch.uint8";
-    case at::kChar:
-      return "torch.int8";
-    case at::kShort:
-      return "torch.int16";
-    case at::kInt:
-      return "torch.int32";
-    case at::kLong:
-      return "torch.int64";
-    case at::kHalf:
-      return "torch.float16";
-    case at::kFloat:
-      return "torch.float32";
-    case at::kDouble:
-      return "torch.float64";
-    case at::kComplexHalf:
-      return "torch.complex32";
-    case at::kComplexFloat:
-      return "torch.complex64";
-    case at::kComplexDouble:
-      return "torch.complex128";
-    default:
-      break;
-  }
-  std::string name = c10::toString(type);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return "torch." + name;
+#if TORCH_VERSION_MAJOR >= 2
+  return "torch." + c10::getDtypeNames(type).first;
+#else
+  return "torch." + torch::utils::getDtypeNames(type).first;
+#endif
 }
 
 DataType to_ranktime(at::ScalarType type, const char* call) {

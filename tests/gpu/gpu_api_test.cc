@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ TensorView view_of(const DeviceBuffer& b, DataType dtype, std::vector<int64_t> s
   v.shape = std::move(shape);
   v.device = device();
   return v;
+}
+
+// `n` floats of `value`, as bytes for DeviceBuffer::upload.
+std::vector<uint8_t> floats(int64_t n, float value) {
+  std::vector<uint8_t> bytes(n * sizeof(float));
+  for (int64_t i = 0; i < n; ++i) std::memcpy(&bytes[i * sizeof(float)], &value, sizeof(float));
+  return bytes;
 }
 
 class GpuApi : public ::testing::Test {
@@ -187,9 +195,7 @@ TEST_F(GpuApi, ProcessSetAllreduce) {
     std::vector<Handle> handles;
     for (int t = 0; t < 3; ++t) {
       buffers.push_back(std::make_unique<DeviceBuffer>(n * 4));
-      std::vector<float> mine(n, float(rank() + 1 + t));
-      buffers.back()->upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(mine.data()),
-                                                  reinterpret_cast<uint8_t*>(mine.data() + n)));
+      buffers.back()->upload(floats(n, float(rank() + 1 + t)));
       handles.push_back(allreduce_async(view_of(*buffers.back(), DataType::kFloat32, {n}),
                                         "api.set." + std::to_string(t), ReduceOp::kSum, ids[k]));
     }
@@ -214,9 +220,7 @@ TEST_F(GpuApi, JoinedRanksContributeZerosOnTheDevice) {
   const int64_t n = 4099;  // more than one copy chunk of the zero fill
   for (int step = 0; step < rank() + 1; ++step) {
     DeviceBuffer b(n * 4);
-    std::vector<float> mine(n, float(4 * (rank() + 1)));
-    b.upload(std::vector<uint8_t>(reinterpret_cast<uint8_t*>(mine.data()),
-                                  reinterpret_cast<uint8_t*>(mine.data() + n)));
+    b.upload(floats(n, float(4 * (rank() + 1))));
     Status st =
         allreduce_async(view_of(b, DataType::kFloat32, {n}), "api.join", ReduceOp::kAverage).wait();
     ASSERT_TRUE(st.ok()) << st.message();

@@ -54,19 +54,19 @@ def train_until(cluster, tmp_path, fault, *run_args):
 
 
 def ranks_reporting(err, text):
-    """The ranks with an error line that contains `text` (ranktime-synth prints one per failed
-    tensor; mpirun may interleave other ranks' output inside a line, so one intact line is
-    enough)."""
+    """The ranks with an error line that contains `text` (a string, or a compiled pattern that
+    matches in it; ranktime-synth prints one per failed tensor; mpirun may interleave other
+    ranks' output inside a line, so one intact line is enough)."""
     pattern = re.compile(r"^ranktime-synth rank (\d+): (.*)$", re.M)
-    return {int(m.group(1)) for m in pattern.finditer(err) if text in m.group(2)}
+    found = (lambda line: text.search(line)) if isinstance(text, re.Pattern) else \
+        (lambda line: text in line)
+    return {int(m.group(1)) for m in pattern.finditer(err) if found(m.group(2))}
 
 
 def h0_rank_1_reports_the_loss(err):
     """Rank 1 (h0, not rank 0) fails its tensors naming h1, as rank 0 told it; or, when h1's
     ranks went while rank 1 was inside a collective with them, naming that collective's wait."""
-    pattern = re.compile(r"^ranktime-synth rank 1: (.*)$", re.M)
-    return any(H1_LOST in m.group(1) or STUCK_IN_COLLECTIVE.search(m.group(1))
-               for m in pattern.finditer(err))
+    return 1 in ranks_reporting(err, H1_LOST) | ranks_reporting(err, STUCK_IN_COLLECTIVE)
 
 
 def job_ranks(cluster, host):

@@ -385,10 +385,9 @@ void DeviceSet::completion_loop() {
 void DeviceSet::complete(Job* job) {
   Status status = job->status;
   if (job->last_event != nullptr) {
-    // Sleeps (blocking-sync event) until the stream has run the job's last step. (Polling for
-    // RANKTIME_SPIN_US first gained nothing measurable on the H200: docs/benchmarks.md.)
-    const cudaError_t rc = cudaEventSynchronize(job->last_event);
-    Status s = cuda_status(rc, "the device set's stream", job->response);
+    // Sleeps (blocking-sync event) until the stream has run the job's last step.
+    Status s = cuda_status(cudaEventSynchronize(job->last_event), "the device set's stream",
+                           job->response);
     if (status.ok() && !s.ok()) status = s;
   }
   const int64_t seen_ns = clock_->now_ns();

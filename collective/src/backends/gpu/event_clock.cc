@@ -76,9 +76,6 @@ int64_t EventClock::error_bound_ns(const Anchor& a, double gpu_ns) const {
 std::vector<int64_t> place_marks(const std::vector<MarkReading>& marks, int64_t first_gpu_host_ns,
                                  double rate, int64_t lo_ns, int64_t hi_ns) {
   std::vector<int64_t> out(marks.size(), hi_ns);
-  const auto first = std::find_if(marks.begin(), marks.end(),
-                                  [](const MarkReading& m) { return m.on_gpu && m.ok; });
-  const double first_gpu_ns = first == marks.end() ? 0 : first->gpu_ns;
   int64_t previous_host_ns = lo_ns;
   for (size_t i = 0; i < marks.size();) {
     if (!marks[i].on_gpu) {
@@ -91,7 +88,7 @@ std::vector<int64_t> place_marks(const std::vector<MarkReading>& marks, int64_t 
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (; j < marks.size() && marks[j].on_gpu; ++j) {
       if (!marks[j].ok) continue;
-      out[j] = first_gpu_host_ns + std::llround(rate * (marks[j].gpu_ns - first_gpu_ns));
+      out[j] = first_gpu_host_ns + std::llround(rate * marks[j].gpu_ns);
       lo = std::min(lo, out[j]);
       hi = std::max(hi, out[j]);
     }
