@@ -53,8 +53,9 @@ def main():
            os.path.join(a.build, "ranktime-synth"), "--quiet", "--no-verify", "--workload", a.workload,
            "--steps", str(a.steps), "--scale", str(a.scale)]
     env = dict(os.environ)  # the fusion settings' defaults are collective/src/core/settings.cc's
-    for name, default in (("RANKTIME_FUSION_THRESHOLD", 64 << 20), ("RANKTIME_FUSION_MAX_TENSOR", 1 << 20)):
-        env[name] = str(max(1, round(int(env.get(name, default)) * a.scale)))
+    for name, default in (("RANKTIME_FUSION_THRESHOLD", 64 << 20), ("RANKTIME_FUSION_MAX_TENSOR", 0)):
+        value = int(env.get(name, default))  # 0 (off, no limit) stays 0
+        env[name] = str(max(1, round(value * a.scale)) if value else 0)
     bound = a.keep * (a.max_mb * (1 << 20) + (512 << 10))
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -68,8 +68,8 @@ TEST(Config, DefaultsWhenNothingIsSet) {
   EXPECT_FALSE(c.timeline_mark_cycles);
   EXPECT_TRUE(c.timeline_all_ranks);
   EXPECT_EQ(c.fusion_threshold, 64 * 1024 * 1024);
-  EXPECT_EQ(c.fusion_max_tensor, 1024 * 1024);
-  EXPECT_EQ(c.allreduce_chunk, 4 * 1024 * 1024);
+  EXPECT_EQ(c.fusion_max_tensor, 0);
+  EXPECT_EQ(c.allreduce_chunk, 512 * 1024);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 5.0);
   EXPECT_EQ(c.spin(), std::chrono::microseconds(30));
   EXPECT_DOUBLE_EQ(c.stall_warning_s, 60.0);
@@ -153,7 +153,7 @@ TEST(Config, Numbers) {
   EXPECT_EQ(c.test_clock_skew_us, -1500);
 
   c = parse({{"RANKTIME_FUSION_THRESHOLD", "134217728"},
-             {"RANKTIME_FUSION_MAX_TENSOR", "0"},
+             {"RANKTIME_FUSION_MAX_TENSOR", "65536"},
              {"RANKTIME_ALLREDUCE_CHUNK", "1000"},
              {"RANKTIME_CYCLE_TIME_MS", "12"},
              {"RANKTIME_SPIN_US", "2.5"},
@@ -164,7 +164,7 @@ TEST(Config, Numbers) {
              {"RANKTIME_STRAGGLER_WARNING_INTERVAL_S", "10"},
              {"RANKTIME_TEST_CLOCK_SKEW_US", "250"}});
   EXPECT_EQ(c.fusion_threshold, 134217728);
-  EXPECT_EQ(c.fusion_max_tensor, 0);
+  EXPECT_EQ(c.fusion_max_tensor, 65536);
   EXPECT_EQ(c.allreduce_chunk, 1000);
   EXPECT_DOUBLE_EQ(c.cycle_time_ms, 12.0);
   EXPECT_EQ(c.spin().count(), 2500);  // nanoseconds

@@ -204,17 +204,23 @@ std::vector<Setting> make_settings() {
           .horovod("HOROVOD_FUSION_THRESHOLD")
           .run_flag("--fusion-threshold-mb", F::kMebibytes,
                     "fusion buffer in MiB, 0 disables fusion"),
-      // Copying a large tensor costs more than the per-call latency fusion would save, and one
-      // huge packed buffer is slower in Open MPI than its parts (see docs/benchmarks.md). Host
-      // tensors only: on a GPU the copy is cheap and device tensors fuse whatever their size.
-      Setting("RANKTIME_FUSION_MAX_TENSOR", &Config::fusion_max_tensor, "1048576",
-              "host tensors of at least this many bytes are reduced in place, unfused")
+      // A fused batch is packed, reduced and unpacked a chunk at a time while the chunk is in
+      // cache, so copying even large tensors costs less than their separate calls (the ResNet-50
+      // set fused whole beats 161 raw calls; see docs/benchmarks.md). A limit remains for hosts
+      // where it does not.
+      Setting("RANKTIME_FUSION_MAX_TENSOR", &Config::fusion_max_tensor, "0",
+              "host tensors of at least this many bytes are reduced in place, unfused; 0: no "
+              "limit")
           .at_least(0, "a byte count >= 0"),
       // Open MPI allocates a temporary as large as the call on every call; at a few MiB the
       // allocator reuses it, at tens of MiB it maps fresh pages every time, and the page faults
-      // more than double the time (see docs/benchmarks.md).
-      Setting("RANKTIME_ALLREDUCE_CHUNK", &Config::allreduce_chunk, "4194304",
-              "the most bytes one MPI_Allreduce call reduces; 0: one call")
+      // more than double the time. 512 KiB also keeps a fused batch's stage and the tensors it
+      // comes from in a core's L2 cache between its copy in, its reduction and its copy out:
+      // fastest for the ResNet-50 step of 256 KiB-2 MiB, within 3% of the best at 64 MiB in
+      // place (see docs/benchmarks.md).
+      Setting("RANKTIME_ALLREDUCE_CHUNK", &Config::allreduce_chunk, "524288",
+              "the most bytes one MPI_Allreduce call reduces, and one stage of a fused batch "
+              "holds; 0: one call")
           .at_least(0, "a byte count >= 0"),
       // 1,024 holds every gradient of ResNet-50 (161) or BERT-base (~200) with room; a slot costs
       // rank 0 about 9 bytes per rank. Rank 0's value holds: the others follow its ids.

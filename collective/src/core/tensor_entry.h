@@ -62,6 +62,10 @@ struct PhaseLog {
   void add(timeline::Phase phase, int64_t begin_ns, int64_t end_ns) {
     spans.push_back({phase, begin_ns, end_ns});
   }
+  // Adds `stages`' spans as one span per phase, in the order the phases first appear there, each
+  // as long as that phase's spans summed, back to back from the first span's start: a batch run
+  // in many stages is drawn with the sub-phases, totals and size of one run whole.
+  void add_summed(const PhaseLog& stages);
 };
 
 }  // namespace ranktime

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include "backends/mpi/outcome.h"
 #include "backends/mpi/request_wait.h"
+#include "core/fusion_layout.h"
 #include "core/rows.h"
 
 namespace ranktime {
@@ -25,27 +27,13 @@ Status mpi_status(int rc, const char* what, const Response& r) {
       std::string(text, len));
 }
 
-// Fusion buffer layout: tensors back to back, in response order.
-size_t fused_bytes(const std::vector<TensorEntry*>& entries) {
-  size_t total = 0;
-  for (const TensorEntry* e : entries) total += e->view.num_bytes();
-  return total;
-}
-
+// The whole fusion buffer (core/fusion_layout.h).
 void pack(const std::vector<TensorEntry*>& entries, uint8_t* buffer) {
-  for (const TensorEntry* e : entries) {
-    size_t b = e->view.num_bytes();
-    if (b) std::memcpy(buffer, e->view.data, b);
-    buffer += b;
-  }
+  copy_fused_range(entries, 0, SIZE_MAX, buffer, FusionCopy::kIn);
 }
 
-void unpack(const uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
-  for (const TensorEntry* e : entries) {
-    size_t b = e->view.num_bytes();
-    if (b) std::memcpy(e->view.data, buffer, b);
-    buffer += b;
-  }
+void unpack(uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
+  copy_fused_range(entries, 0, SIZE_MAX, buffer, FusionCopy::kOut);
 }
 
 }  // namespace
@@ -92,7 +80,8 @@ int MpiBackend::in_chunks(void* data, int64_t n, size_t elem, Call call) const {
   return MPI_SUCCESS;
 }
 
-int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log) {
+int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op,
+                                const RankWait& wait, PhaseLog* log) {
   const Reduction reduce = reduction(dtype, op);
   const MPI_Datatype type = reduce.type;  // (lambdas below capture these)
   const MPI_Op mpi_op = reduce.op;
@@ -101,7 +90,7 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   const auto bytes = n * static_cast<int64_t>(elem);
   // Every stage first waits for its ranks without spinning, unless small (request_wait.h).
   auto allreduce_over = [&](MPI_Comm comm) {
-    return once_all_arrived(comm, wait_, bytes, [&] {
+    return once_all_arrived(comm, wait, bytes, [&] {
       return in_chunks(data, n, elem, [&](void* p, int count) {
         return MPI_Allreduce(MPI_IN_PLACE, p, count, type, mpi_op, comm);
       });
@@ -117,7 +106,7 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
   // Host-aware: only the leaders' allreduce crosses hosts, once per host instead of once per rank.
   if (n == 0) return MPI_SUCCESS;
   const bool leader = hosts_->leader();
-  int rc = once_all_arrived(hosts_->host(), wait_, bytes, [&] {
+  int rc = once_all_arrived(hosts_->host(), wait, bytes, [&] {
     return in_chunks(data, n, elem, [&](void* p, int count) {
       return MPI_Reduce(leader ? MPI_IN_PLACE : p, leader ? p : nullptr, count, type, mpi_op, 0,
                         hosts_->host());
@@ -135,7 +124,7 @@ int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp 
     if (rc != MPI_SUCCESS) return rc;
   }
   // The others wait for their leader's allreduce across hosts here.
-  rc = once_all_arrived(hosts_->host(), wait_, bytes, [&] {
+  rc = once_all_arrived(hosts_->host(), wait, bytes, [&] {
     return in_chunks(data, n, elem, [&](void* p, int count) {
       return MPI_Bcast(p, count, type, 0, hosts_->host());
     });
@@ -175,9 +164,10 @@ Status MpiBackend::execute(const Response& response, const std::vector<TensorEnt
 Status MpiBackend::allreduce(const Response& response, const std::vector<TensorEntry*>& entries,
                              PhaseLog* log) {
   const DataType dtype = response.dtype;
+  const ReduceOp op = response.reduce_op;
   const char* what =
       hosts_ ? "host-aware allreduce (MPI_Reduce, MPI_Allreduce, MPI_Bcast)" : "MPI_Allreduce";
-  const bool adasum = response.reduce_op == ReduceOp::kAdasum;
+  const bool adasum = op == ReduceOp::kAdasum;
   if (adasum) what = "Adasum (MPI_Isend, MPI_Irecv)";
   std::vector<int64_t> counts;  // Adasum combines each tensor of a batch on its own
   if (adasum) {
@@ -186,23 +176,47 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
   if (entries.size() == 1) {
     const TensorView& v = entries[0]->view;
     int rc = adasum ? adasum_in_place(v.data, counts, dtype, log)
-                    : reduce_in_place(v.data, v.num_elements(), dtype, response.reduce_op, log);
+                    : reduce_in_place(v.data, v.num_elements(), dtype, op, wait_, log);
     return mpi_status(rc, what, response);
   }
-  size_t total = fused_bytes(entries);
-  int64_t t0 = clock_->now_ns();
-  uint8_t* buffer = fusion_buffer(total);
-  pack(entries, buffer);
-  int64_t t1 = clock_->now_ns();
-  log->add(Phase::kMemcpyInFusionBuffer, t0, t1);
-  int64_t n = static_cast<int64_t>(total / dtype_size(dtype));
-  int rc = adasum ? adasum_in_place(buffer, counts, dtype, log)
-                  : reduce_in_place(buffer, n, dtype, response.reduce_op, log);
-  int64_t t2 = clock_->now_ns();
-  if (rc != MPI_SUCCESS) return mpi_status(rc, what, response);
-  unpack(buffer, entries);
-  log->add(Phase::kMemcpyOutFusionBuffer, t2, clock_->now_ns());
-  return Status::Ok();
+  // A fused batch goes through the fusion buffer a stage of at most chunk_bytes_ at a time: each
+  // stage is packed, reduced and unpacked while it is still in cache (one pass over memory instead
+  // of three; docs/benchmarks.md), so the buffer holds one stage. Adasum takes the batch whole
+  // (each tensor's dot products span it).
+  const size_t total = fused_bytes(entries);
+  const size_t elem = dtype_size(dtype);
+  size_t stage = total;
+  if (!adasum && chunk_bytes_ > 0) {
+    stage = std::min(total, static_cast<size_t>(std::clamp<int64_t>(
+                                chunk_bytes_ / static_cast<int64_t>(elem), 1, INT_MAX / 2)) *
+                                elem);
+  }
+  uint8_t* buffer = fusion_buffer(stage);
+  // The stages' sub-phases are drawn summed (PhaseLog::add_summed): hundreds of stages would
+  // otherwise each add three slices to the timeline.
+  PhaseLog& stages = stage_log_;
+  stages.clear();
+  auto done = [&](int rc) {
+    log->add_summed(stages);
+    return mpi_status(rc, what, response);
+  };
+  for (size_t begin = 0; begin < total; begin += stage) {
+    const size_t end = std::min(total, begin + stage);
+    const int64_t t0 = clock_->now_ns();
+    copy_fused_range(entries, begin, end, buffer, FusionCopy::kIn);
+    stages.add(Phase::kMemcpyInFusionBuffer, t0, clock_->now_ns());
+    // Once the first stage is done every rank is in the batch: a flat allreduce's later stages
+    // call MPI at once; a host-aware one's ranks still wait for their leader's stage across hosts.
+    const RankWait& wait = begin == 0 || hosts_ ? wait_ : arrived_;
+    const auto n = static_cast<int64_t>((end - begin) / elem);
+    int rc = adasum ? adasum_in_place(buffer, counts, dtype, &stages)
+                    : reduce_in_place(buffer, n, dtype, op, wait, &stages);
+    if (rc != MPI_SUCCESS) return done(rc);
+    const int64_t t1 = clock_->now_ns();
+    copy_fused_range(entries, begin, end, buffer, FusionCopy::kOut);
+    stages.add(Phase::kMemcpyOutFusionBuffer, t1, clock_->now_ns());
+  }
+  return done(MPI_SUCCESS);
 }
 
 Status MpiBackend::allgather(const Response& response, const std::vector<TensorEntry*>& entries,

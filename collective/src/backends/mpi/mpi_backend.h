@@ -63,8 +63,10 @@ class MpiBackend final : public InlineBackend {
   };
   Reduction reduction(DataType dtype, ReduceOp op) const;
   // In-place allreduce of n elements (averaged when op is kAverage), in calls of at most
-  // chunk_bytes_ (and of counts MPI's int can address), recording its MPI sub-phases.
-  int reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, PhaseLog* log);
+  // chunk_bytes_ (and of counts MPI's int can address), each stage waiting for its ranks as
+  // `wait` says, recording its MPI sub-phases.
+  int reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op, const RankWait& wait,
+                      PhaseLog* log);
   // Adasum by recursive doubling: at level L (1, 2, 4, ...) each rank swaps its whole buffer with
   // rank ^ L and both compute adasum(lower ranks' sum, upper ranks' sum) identically, so every
   // rank ends with the same bits. log2(size) exchanges of the whole buffer (Horovod halves the
@@ -88,7 +90,9 @@ class MpiBackend final : public InlineBackend {
   MPI_Op half_ops_[2][kNumReduceOps] = {};
   std::shared_ptr<const HostGroups> hosts_;  // set when allreducing host-aware
   RankWait wait_;
+  RankWait arrived_ = RankWait::arrived();  // a batch's stages after its first (flat)
   std::vector<uint8_t> fusion_;
+  PhaseLog stage_log_;  // a fused allreduce's stages, before they are summed into the batch's log
   std::vector<uint8_t> adasum_peer_;  // the partner's buffer at each Adasum level
   bool owns_comm_ = false;
 };

@@ -35,14 +35,23 @@ struct RankWait {
   RankWait(std::chrono::nanoseconds spin_ns, bool small_at_once = false)
       : spin(spin_ns), direct_small(small_at_once) {}
 
+  // For collectives whose ranks are known to be there already (a batch's later chunks, once its
+  // first has completed): every size calls MPI at once.
+  static RankWait arrived() {
+    RankWait wait(std::chrono::nanoseconds(0), true);
+    wait.direct_max_bytes = INT64_MAX;
+    return wait;
+  }
+
   // Whether a collective moving `bytes` per rank calls MPI at once, without waiting first.
-  bool direct(int64_t bytes) const { return direct_small && bytes <= kDirectMaxBytes; }
+  bool direct(int64_t bytes) const { return direct_small && bytes <= direct_max_bytes; }
 
   std::chrono::nanoseconds spin;  // RANKTIME_SPIN_US, before the backoff's sleeps
   // Whether small collectives (and the outcome agreement) call MPI at once. Every rank of a
   // communicator must hold the same value: MpiWorld sets it where no rank's host has more ranks
   // than cores, where a blocking call's polling takes no core from a peer.
   bool direct_small;
+  int64_t direct_max_bytes = kDirectMaxBytes;
 };
 
 // Runs `call` (blocking MPI calls over `comm` moving `bytes` per rank, returning MPI's error
