@@ -140,13 +140,17 @@ def test_adasum_phases_in_the_timeline_pass_check():
     path = shared_path("adasum")
     with ranktime.timeline(path):
         ranktime.allreduce(np.ones(16, np.float32), name="adasum.tl", op=ranktime.Adasum)
+        # A fused batch larger than a host allreduce's stage (RANKTIME_ALLREDUCE_CHUNK): Adasum
+        # still takes it whole, and its levels are drawn as they ran, not summed as stages are.
+        big = [np.ones(200_000, np.float32), np.ones(300_000, np.float32)]
+        ranktime.grouped_allreduce(big, name="adasum.tl.fused", op=ranktime.Adasum)
     if ranktime.rank() == 0:
         events = read_timeline(path)
         names = [e.get("name") for e in events]
         levels = int(np.log2(ranktime.size()))
-        # One exchange and one combine per level, on every rank's lane.
-        assert names.count("ADASUM_EXCHANGE") == levels * ranktime.size(), names
-        assert names.count("ADASUM_COMBINE") == levels * ranktime.size()
+        # One exchange and one combine per level and operation, on every rank's lane.
+        assert names.count("ADASUM_EXCHANGE") == 2 * levels * ranktime.size(), names
+        assert names.count("ADASUM_COMBINE") == 2 * levels * ranktime.size()
         check = subprocess.run([CLI, "check", path], capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
     ranktime.barrier()

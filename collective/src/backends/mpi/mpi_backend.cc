@@ -192,29 +192,30 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
                                 elem);
   }
   uint8_t* buffer = fusion_buffer(stage);
-  // The stages' sub-phases are drawn summed (PhaseLog::add_summed): hundreds of stages would
-  // otherwise each add three slices to the timeline.
-  PhaseLog& stages = stage_log_;
-  stages.clear();
+  // Several stages' sub-phases are drawn summed (PhaseLog::add_summed): hundreds of stages would
+  // otherwise each add three slices to the timeline. One stage (Adasum's levels among them) is
+  // drawn as it ran.
+  PhaseLog* stages = stage < total ? &stage_log_ : log;
+  stage_log_.clear();
   auto done = [&](int rc) {
-    log->add_summed(stages);
+    if (stages != log) log->add_summed(stage_log_);
     return mpi_status(rc, what, response);
   };
   for (size_t begin = 0; begin < total; begin += stage) {
     const size_t end = std::min(total, begin + stage);
     const int64_t t0 = clock_->now_ns();
     copy_fused_range(entries, begin, end, buffer, FusionCopy::kIn);
-    stages.add(Phase::kMemcpyInFusionBuffer, t0, clock_->now_ns());
+    stages->add(Phase::kMemcpyInFusionBuffer, t0, clock_->now_ns());
     // Once the first stage is done every rank is in the batch: a flat allreduce's later stages
     // call MPI at once; a host-aware one's ranks still wait for their leader's stage across hosts.
     const RankWait& wait = begin == 0 || hosts_ ? wait_ : arrived_;
     const auto n = static_cast<int64_t>((end - begin) / elem);
-    int rc = adasum ? adasum_in_place(buffer, counts, dtype, &stages)
-                    : reduce_in_place(buffer, n, dtype, op, wait, &stages);
+    int rc = adasum ? adasum_in_place(buffer, counts, dtype, stages)
+                    : reduce_in_place(buffer, n, dtype, op, wait, stages);
     if (rc != MPI_SUCCESS) return done(rc);
     const int64_t t1 = clock_->now_ns();
     copy_fused_range(entries, begin, end, buffer, FusionCopy::kOut);
-    stages.add(Phase::kMemcpyOutFusionBuffer, t1, clock_->now_ns());
+    stages->add(Phase::kMemcpyOutFusionBuffer, t1, clock_->now_ns());
   }
   return done(MPI_SUCCESS);
 }
