@@ -1,4 +1,4 @@
-// Tests for copy_fused_range (core/fusion_layout.h): any byte range of a fused batch's layout,
+// Tests for FusedLayout::copy (core/fusion_layout.h): any byte range of a fused batch's layout,
 // beginning and ending inside tensors or on their boundaries, copied into a buffer and back; and
 // PhaseLog::add_summed (core/tensor_entry.h), how a batch run in stages is drawn.
 #include <gtest/gtest.h>
@@ -45,14 +45,17 @@ class FusionLayout : public ::testing::Test {
   std::vector<TensorEntry*> pointers_;
 };
 
-TEST_F(FusionLayout, FusedBytesIsTheSumOfTheTensors) { EXPECT_EQ(fused_bytes(pointers_), 13u); }
+TEST_F(FusionLayout, FusedBytesIsTheSumOfTheTensors) {
+  EXPECT_EQ(fused_bytes(pointers_), 13u);
+  EXPECT_EQ(FusedLayout(pointers_).bytes(), 13u);
+}
 
 TEST_F(FusionLayout, EveryRangeCopiesInExactlyItsBytes) {
   const std::vector<uint8_t> all = layout();
   for (size_t begin = 0; begin <= all.size(); ++begin) {
     for (size_t end = begin; end <= all.size(); ++end) {
       std::vector<uint8_t> buffer(end - begin + 1, 0xEE);  // one guard byte after the range
-      copy_fused_range(pointers_, begin, end, buffer.data(), FusionCopy::kIn);
+      FusedLayout(pointers_).copy(begin, end, buffer.data(), FusionCopy::kIn);
       const std::vector<uint8_t> want(all.begin() + static_cast<long>(begin),
                                       all.begin() + static_cast<long>(end));
       EXPECT_EQ(std::vector<uint8_t>(buffer.begin(), buffer.end() - 1), want)
@@ -69,7 +72,7 @@ TEST_F(FusionLayout, EveryRangeCopiesOutExactlyItsBytes) {
       SetUp();  // fresh tensors for each range
       std::vector<uint8_t> buffer(end - begin);
       std::iota(buffer.begin(), buffer.end(), uint8_t{100});
-      copy_fused_range(pointers_, begin, end, buffer.data(), FusionCopy::kOut);
+      FusedLayout(pointers_).copy(begin, end, buffer.data(), FusionCopy::kOut);
       std::vector<uint8_t> want = before;
       std::copy(buffer.begin(), buffer.end(), want.begin() + static_cast<long>(begin));
       EXPECT_EQ(layout(), want) << "[" << begin << ", " << end << ")";
@@ -84,7 +87,7 @@ TEST_F(FusionLayout, StagesOfAnySizeRebuildTheWholeLayout) {
     std::vector<uint8_t> buffer(stage);
     for (size_t begin = 0; begin < all.size(); begin += stage) {
       const size_t end = std::min(all.size(), begin + stage);
-      copy_fused_range(pointers_, begin, end, buffer.data(), FusionCopy::kIn);
+      FusedLayout(pointers_).copy(begin, end, buffer.data(), FusionCopy::kIn);
       joined.insert(joined.end(), buffer.begin(), buffer.begin() + static_cast<long>(end - begin));
     }
     EXPECT_EQ(joined, all) << "stages of " << stage << " bytes";

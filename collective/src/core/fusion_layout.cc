@@ -12,23 +12,27 @@ size_t fused_bytes(const std::vector<TensorEntry*>& entries) {
   return total;
 }
 
-void copy_fused_range(const std::vector<TensorEntry*>& entries, size_t begin, size_t end,
-                      uint8_t* buffer, FusionCopy direction) {
-  size_t start = 0;  // the current tensor's first byte in the layout
-  for (const TensorEntry* e : entries) {
-    if (start >= end) return;
-    const size_t bytes = e->view.num_bytes();
-    const size_t from = std::max(begin, start), to = std::min(end, start + bytes);
-    if (from < to) {
-      uint8_t* tensor = static_cast<uint8_t*>(e->view.data) + (from - start);
-      uint8_t* fused = buffer + (from - begin);
-      if (direction == FusionCopy::kIn) {
-        std::memcpy(fused, tensor, to - from);
-      } else {
-        std::memcpy(tensor, fused, to - from);
-      }
+FusedLayout::FusedLayout(const std::vector<TensorEntry*>& entries) : entries_(entries) {
+  starts_.reserve(entries.size() + 1);
+  starts_.push_back(0);
+  for (const TensorEntry* e : entries) starts_.push_back(starts_.back() + e->view.num_bytes());
+}
+
+void FusedLayout::copy(size_t begin, size_t end, uint8_t* buffer, FusionCopy direction) const {
+  end = std::min(end, bytes());
+  // The last tensor that starts at or before `begin` (empty tensors before it copy nothing).
+  size_t t = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) -
+                                 starts_.begin());
+  for (t = t == 0 ? 0 : t - 1; t < entries_.size() && starts_[t] < end; ++t) {
+    const size_t from = std::max(begin, starts_[t]), to = std::min(end, starts_[t + 1]);
+    if (from >= to) continue;
+    uint8_t* tensor = static_cast<uint8_t*>(entries_[t]->view.data) + (from - starts_[t]);
+    uint8_t* fused = buffer + (from - begin);
+    if (direction == FusionCopy::kIn) {
+      std::memcpy(fused, tensor, to - from);
+    } else {
+      std::memcpy(tensor, fused, to - from);
     }
-    start += bytes;
   }
 }
 

@@ -19,9 +19,21 @@ enum class FusionCopy {
   kOut,  // from the buffer back into the tensors
 };
 
-// Copies bytes [begin, end) of the layout between the tensors and `buffer`, which holds exactly
-// those bytes (buffer[0] is the layout's byte `begin`).
-void copy_fused_range(const std::vector<TensorEntry*>& entries, size_t begin, size_t end,
-                      uint8_t* buffer, FusionCopy direction);
+// Where each tensor of a batch begins in the layout, found once per batch, so that copying a
+// stage finds its first tensor by binary search instead of walking the batch again.
+class FusedLayout {
+ public:
+  explicit FusedLayout(const std::vector<TensorEntry*>& entries);
+
+  size_t bytes() const { return starts_.back(); }
+
+  // Copies bytes [begin, end) of the layout between the tensors and `buffer`, which holds exactly
+  // those bytes (buffer[0] is the layout's byte `begin`).
+  void copy(size_t begin, size_t end, uint8_t* buffer, FusionCopy direction) const;
+
+ private:
+  const std::vector<TensorEntry*>& entries_;
+  std::vector<size_t> starts_;  // entries_.size() + 1: each tensor's first byte, then the end
+};
 
 }  // namespace ranktime

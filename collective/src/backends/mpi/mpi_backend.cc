@@ -29,11 +29,11 @@ Status mpi_status(int rc, const char* what, const Response& r) {
 
 // The whole fusion buffer (core/fusion_layout.h).
 void pack(const std::vector<TensorEntry*>& entries, uint8_t* buffer) {
-  copy_fused_range(entries, 0, SIZE_MAX, buffer, FusionCopy::kIn);
+  FusedLayout(entries).copy(0, SIZE_MAX, buffer, FusionCopy::kIn);
 }
 
 void unpack(uint8_t* buffer, const std::vector<TensorEntry*>& entries) {
-  copy_fused_range(entries, 0, SIZE_MAX, buffer, FusionCopy::kOut);
+  FusedLayout(entries).copy(0, SIZE_MAX, buffer, FusionCopy::kOut);
 }
 
 }  // namespace
@@ -69,15 +69,18 @@ uint8_t* MpiBackend::fusion_buffer(size_t bytes) {
 template <typename Call>
 int MpiBackend::in_chunks(void* data, int64_t n, size_t elem, Call call) const {
   auto* p = static_cast<uint8_t*>(data);
-  int64_t chunk = INT_MAX / 2;
-  if (chunk_bytes_ > 0) {
-    chunk = std::min(chunk, std::max<int64_t>(1, chunk_bytes_ / static_cast<int64_t>(elem)));
-  }
+  const int64_t chunk = per_call(elem);
   for (int64_t done = 0; done < n; done += chunk) {
     int rc = call(p + done * elem, static_cast<int>(std::min(chunk, n - done)));
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;
+}
+
+int64_t MpiBackend::per_call(size_t elem) const {
+  constexpr int64_t kMost = INT_MAX / 2;
+  if (chunk_bytes_ <= 0) return kMost;
+  return std::clamp<int64_t>(chunk_bytes_ / static_cast<int64_t>(elem), 1, kMost);
 }
 
 int MpiBackend::reduce_in_place(void* data, int64_t n, DataType dtype, ReduceOp op,
@@ -183,14 +186,12 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
   // stage is packed, reduced and unpacked while it is still in cache (one pass over memory instead
   // of three; docs/benchmarks.md), so the buffer holds one stage. Adasum takes the batch whole
   // (each tensor's dot products span it).
-  const size_t total = fused_bytes(entries);
+  const FusedLayout layout(entries);
+  const size_t total = layout.bytes();
   const size_t elem = dtype_size(dtype);
-  size_t stage = total;
-  if (!adasum && chunk_bytes_ > 0) {
-    stage = std::min(total, static_cast<size_t>(std::clamp<int64_t>(
-                                chunk_bytes_ / static_cast<int64_t>(elem), 1, INT_MAX / 2)) *
-                                elem);
-  }
+  const size_t stage = !adasum && chunk_bytes_ > 0
+                           ? std::min(total, static_cast<size_t>(per_call(elem)) * elem)
+                           : total;
   uint8_t* buffer = fusion_buffer(stage);
   // Several stages' sub-phases are drawn summed (PhaseLog::add_summed): hundreds of stages would
   // otherwise each add three slices to the timeline. One stage (Adasum's levels among them) is
@@ -204,7 +205,7 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
   for (size_t begin = 0; begin < total; begin += stage) {
     const size_t end = std::min(total, begin + stage);
     const int64_t t0 = clock_->now_ns();
-    copy_fused_range(entries, begin, end, buffer, FusionCopy::kIn);
+    layout.copy(begin, end, buffer, FusionCopy::kIn);
     stages->add(Phase::kMemcpyInFusionBuffer, t0, clock_->now_ns());
     // Once the first stage is done every rank is in the batch: a flat allreduce's later stages
     // call MPI at once; a host-aware one's ranks still wait for their leader's stage across hosts.
@@ -214,7 +215,7 @@ Status MpiBackend::allreduce(const Response& response, const std::vector<TensorE
                     : reduce_in_place(buffer, n, dtype, op, wait, stages);
     if (rc != MPI_SUCCESS) return done(rc);
     const int64_t t1 = clock_->now_ns();
-    copy_fused_range(entries, begin, end, buffer, FusionCopy::kOut);
+    layout.copy(begin, end, buffer, FusionCopy::kOut);
     stages->add(Phase::kMemcpyOutFusionBuffer, t1, clock_->now_ns());
   }
   return done(MPI_SUCCESS);

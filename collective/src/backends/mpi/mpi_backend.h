@@ -74,6 +74,9 @@ class MpiBackend final : public InlineBackend {
   // tensor of the buffer, each combined with its own dot product and norms.
   int adasum_in_place(void* data, const std::vector<int64_t>& counts, DataType dtype,
                       PhaseLog* log);
+  // Elements of `elem` bytes one MPI call moves: chunk_bytes_'s worth (at least one), and no more
+  // than MPI's int can count.
+  int64_t per_call(size_t elem) const;
   // Runs call(pointer, count) over n elements of `elem` bytes in chunks; the first error.
   template <typename Call>
   int in_chunks(void* data, int64_t n, size_t elem, Call call) const;
